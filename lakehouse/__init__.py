@@ -1,0 +1,34 @@
+"""lakehouse: Kafka Streams' state semantics (KIP-889, KIP-655, KIP-441/708) on Delta Lake."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.demo import DemoSize, run_demo
+from lakehouse.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    JarResolutionError,
+    LakehouseError,
+    LakehouseInternalError,
+    SchemaMismatchError,
+    StoreSettingsConflictError,
+)
+from lakehouse.session import get_spark
+
+__all__ = [
+    "DemoSize",
+    "InvalidConfigError",
+    "InvalidInputError",
+    "JarResolutionError",
+    "LakehouseError",
+    "LakehouseInternalError",
+    "SchemaMismatchError",
+    "Settings",
+    "StoreSettingsConflictError",
+    "__version__",
+    "get_spark",
+    "load_settings",
+    "run_demo",
+]

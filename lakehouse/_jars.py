@@ -1,0 +1,97 @@
+"""Resolve the Delta Lake jars from Maven Central once, into a known Ivy cache.
+
+The first start resolves ``configure_spark_with_delta_pip``'s coordinates in a child process (so Ivy's
+long report and any failure are captured, and a failure becomes a one-line error) and writes a manifest
+of the resolved jar files next to the cache. Every later start passes those files as ``spark.jars``:
+no Ivy run, no network, no download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyspark
+
+from lakehouse.errors import JarResolutionError
+
+_RESOLVE_TIMEOUT_S = 900
+_UNRESOLVED = re.compile(r"unresolved dependency: ([^\s:]+[^\s]*?): (not found|.*)")
+
+
+def manifest_path(ivy_cache: Path, extra_packages: Sequence[str]) -> Path:
+    """Manifest of the jars for this pyspark, delta-spark and ``extra_packages`` (one file per line)."""
+    key = ",".join([pyspark.__version__, importlib.metadata.version("delta-spark"), *extra_packages])
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    return ivy_cache / f"lakehouse-jars-{digest}.txt"
+
+
+def resolve_jars(ivy_cache: Path, extra_packages: Sequence[str] = ()) -> list[str]:
+    """Return local paths of the Delta jars (plus ``extra_packages``), resolving them on first use.
+
+    Raises:
+        JarResolutionError: Maven Central could not serve a jar; the message says which and what to do.
+    """
+    manifest = manifest_path(ivy_cache, extra_packages)
+    jars = _read_manifest(manifest)
+    if jars is not None:
+        return jars
+    ivy_cache.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "lakehouse._jars", str(ivy_cache), str(manifest), *extra_packages]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise JarResolutionError(
+            f"resolving the Delta jars into {ivy_cache} took over {_RESOLVE_TIMEOUT_S}s: "
+            "check access to Maven Central (repo1.maven.org), then run `lakehouse doctor`"
+        ) from None
+    jars = _read_manifest(manifest)
+    if done.returncode != 0 or jars is None:
+        raise JarResolutionError(_one_line_reason(done.stdout + done.stderr, ivy_cache)) from None
+    return jars
+
+
+def _read_manifest(manifest: Path) -> list[str] | None:
+    if not manifest.is_file():
+        return None
+    jars = [line for line in manifest.read_text().splitlines() if line]
+    return jars if jars and all(Path(j).is_file() for j in jars) else None
+
+
+def _one_line_reason(output: str, ivy_cache: Path) -> str:
+    missing = _UNRESOLVED.search(output)
+    what = f"{missing.group(1)} ({missing.group(2)})" if missing else "the Delta Lake jars"
+    return (
+        f"could not resolve {what} from Maven Central into {ivy_cache}: check network access to "
+        "repo1.maven.org (or set spark.jars.repositories to a mirror) and that delta-spark and pyspark "
+        "are the pinned versions, then run `lakehouse doctor`"
+    )
+
+
+def _resolve_in_child(ivy_cache: str, manifest: str, extra_packages: list[str]) -> None:
+    """Child process: start a throwaway session that resolves the packages, then write the manifest."""
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName("lakehouse-resolve-jars")
+        .config("spark.jars.ivy", ivy_cache)
+        .config("spark.ui.enabled", "false")
+    )
+    spark = configure_spark_with_delta_pip(builder, extra_packages=extra_packages).getOrCreate()
+    uris = spark.sparkContext.getConf().get("spark.jars", "")
+    spark.stop()
+    paths = [uri.removeprefix("file://") for uri in uris.split(",") if uri]
+    Path(manifest).write_text("\n".join(paths) + "\n")
+
+
+if __name__ == "__main__":
+    _resolve_in_child(sys.argv[1], sys.argv[2], sys.argv[3:])

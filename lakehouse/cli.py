@@ -1,0 +1,106 @@
+"""The ``lakehouse`` command. Each subcommand is a small function; ``--help`` works everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.errors import LakehouseError
+from lakehouse.session import get_spark, warehouse_uri
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _cmd_version(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.doctor import versions
+
+    for name, version in versions().items():
+        print(f"{name}: {version}")
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.doctor import run_doctor
+
+    run_doctor(get_spark(dict(args.conf), settings))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.demo import DemoSize, run_demo
+
+    spark = get_spark(dict(args.conf), settings)
+    root = args.root or f"{warehouse_uri(settings)}/demo"
+    run_demo(spark, root, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``lakehouse`` command."""
+    parser = argparse.ArgumentParser(
+        prog="lakehouse",
+        description="Kafka Streams' state semantics on Delta Lake.",
+        epilog="Settings precedence: defaults < conf profile < LAKEHOUSE_<KEY> env < --set.",
+    )
+    parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
+    parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the profile (repeatable)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="extra Spark conf for the embedded session (repeatable)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    version = commands.add_parser(
+        "version", help="print the versions of lakehouse, Python, PySpark and Delta"
+    )
+    version.set_defaults(run=_cmd_version)
+
+    doctor = commands.add_parser(
+        "doctor", help="resolve the Delta jars, start Spark, and exercise a scratch Delta table"
+    )
+    doctor.set_defaults(run=_cmd_doctor)
+
+    demo = commands.add_parser("demo", help="run KIP-889's currency-rate story on generated data")
+    demo.add_argument("--root", help="folder of the demo's Delta tables (default: <warehouse>/demo)")
+    demo.add_argument("--rate-updates", type=int, default=40, help="currency-rate updates to generate")
+    demo.add_argument("--transactions", type=int, default=200, help="transactions to generate")
+    demo.set_defaults(run=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lakehouse`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.profile, args.config, dict(args.overrides))
+        run: Command = args.run
+        return run(args, settings)
+    except LakehouseError as error:
+        print(f"lakehouse: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Typed configuration loaded from ``conf/lakehouse.toml``.
+
+Precedence, later wins: built-in defaults < the chosen profile of the TOML file < ``LAKEHOUSE_<KEY>``
+environment variables < explicit overrides (the CLI's ``--set key=value``). Unknown keys, unknown
+``LAKEHOUSE_*`` variables and values of the wrong type raise :class:`InvalidConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakehouse._resources import resource_dir
+from lakehouse.errors import InvalidConfigError
+
+DEFAULT_PROFILE = "local"
+ENV_PREFIX = "LAKEHOUSE_"
+# Environment variables that choose the file and profile rather than set a key.
+ENV_PROFILE = "LAKEHOUSE_PROFILE"
+ENV_CONFIG = "LAKEHOUSE_CONFIG"
+_LOG_LEVELS = ("ERROR", "WARN", "INFO", "DEBUG")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One resolved configuration profile (see ``conf/lakehouse.toml`` for what each key does)."""
+
+    master: str = "local[*]"
+    app_name: str = "lakehouse"
+    warehouse: str = "warehouse"
+    ivy_cache: str = "~/.cache/lakehouse/ivy"
+    log_level: str = "WARN"
+    driver_memory: str = "4g"
+    shuffle_partitions: int = 8
+    extra_packages: tuple[str, ...] = ()
+    spark: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.log_level not in _LOG_LEVELS:
+            raise InvalidConfigError(
+                "log_level", f"must be one of {list(_LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if self.shuffle_partitions < 1:
+            raise InvalidConfigError("shuffle_partitions", f"must be >= 1, got {self.shuffle_partitions}")
+        for key in self.spark:
+            if not key.startswith("spark."):
+                raise InvalidConfigError(f"spark.{key}", "Spark conf keys must start with 'spark.'")
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def default_config_path() -> Path:
+    """``conf/lakehouse.toml`` of the working directory if there is one, else the packaged default."""
+    local = Path("conf") / "lakehouse.toml"
+    return local if local.is_file() else resource_dir("conf") / "lakehouse.toml"
+
+
+def load_settings(
+    profile: str | None = None,
+    path: str | Path | None = None,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve the settings of ``profile`` (default: ``$LAKEHOUSE_PROFILE`` or ``local``).
+
+    Args:
+        profile: Profile (top-level table) of the TOML file.
+        path: TOML file; default ``$LAKEHOUSE_CONFIG``, else :func:`default_config_path`.
+        overrides: ``key -> value`` strings, highest precedence (the CLI's ``--set``).
+        environ: Environment to read ``LAKEHOUSE_*`` from (default ``os.environ``).
+
+    Raises:
+        InvalidConfigError: unknown profile, key or environment variable, or a value of the wrong type.
+    """
+    env = os.environ if environ is None else environ
+    profile = profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
+    config_path = Path(path or env.get(ENV_CONFIG) or default_config_path())
+    with config_path.open("rb") as fh:
+        document = tomllib.load(fh)
+    if profile not in document:
+        raise InvalidConfigError("profile", f"{profile!r} is not in {config_path} (has {sorted(document)})")
+    values: dict[str, Any] = {}
+    for key, raw in document[profile].items():
+        values[key] = _typed(key, raw, from_text=False)
+    for key, raw in _env_values(env).items():
+        values[key] = _typed(key, raw, from_text=True)
+    for key, raw in (overrides or {}).items():
+        values[key] = _typed(key, raw, from_text=True)
+    return Settings(**values)
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, str]:
+    values = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name in (ENV_PROFILE, ENV_CONFIG):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key not in _FIELDS or key == "spark":
+            raise InvalidConfigError(
+                name, f"unknown setting; known: {sorted(k for k in _FIELDS if k != 'spark')}"
+            )
+        values[key] = raw
+    return values
+
+
+def _typed(key: str, raw: Any, from_text: bool) -> Any:
+    """Check ``raw`` against the type of setting ``key``; text (env, CLI) is parsed first."""
+    if key not in _FIELDS:
+        raise InvalidConfigError(key, f"unknown setting; known: {sorted(_FIELDS)}")
+    kind = _FIELDS[key].type
+    if key == "spark":
+        if from_text or not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise InvalidConfigError(key, "must be a TOML table of string values")
+        return dict(raw)
+    if kind == "int":
+        if from_text:
+            try:
+                return int(raw)
+            except ValueError:
+                raise InvalidConfigError(key, f"expected an integer, got {raw!r}") from None
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            raise InvalidConfigError(key, f"expected an integer, got {type(raw).__name__} {raw!r}")
+        return raw
+    if kind == "tuple[str, ...]":
+        items = [p.strip() for p in raw.split(",") if p.strip()] if from_text else raw
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise InvalidConfigError(key, f"expected a list of strings, got {raw!r}")
+        return tuple(items)
+    if not isinstance(raw, str):
+        raise InvalidConfigError(key, f"expected a string, got {type(raw).__name__} {raw!r}")
+    return raw

@@ -1,0 +1,224 @@
+"""Small helpers over delta-spark shared by every stateful primitive.
+
+Idempotence keyed by batch id: every write of a logical step is one Delta commit that carries
+``txnAppId``/``txnVersion`` (Delta skips a commit whose version it has already recorded for that app id)
+and a ``userMetadata`` JSON naming the batch, so "which table version did batch B produce" and "the table
+as it was before batch B" are answered from the table's own history.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.errors import InvalidInputError, LakehouseInternalError, StoreSettingsConflictError
+
+METADATA_KEY = "lakehouse"
+# Properties lakehouse writes on its tables; Delta passes keys outside "delta." through unvalidated.
+PROPERTY_PREFIX = "lakehouse."
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# The txn session confs are shared by every thread of a session (delta-io/delta#3934): writes that set
+# them are serialized within this process.
+_SESSION_TXN_LOCK = threading.Lock()
+
+
+def ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: T.StructType,
+    *,
+    partition_by: tuple[str, ...] = (),
+    properties: Mapping[str, str] | None = None,
+) -> DeltaTable:
+    """Create the Delta table at ``path``, or check that the existing one has the same settings.
+
+    ``properties`` are ``lakehouse.*`` settings stored on the table (plus any ``delta.*`` properties).
+    Creating twice with the same settings is a no-op, so jobs may call this on every run.
+
+    Raises:
+        StoreSettingsConflictError: the table exists with another schema, partitioning or setting.
+    """
+    properties = dict(properties or {})
+    if DeltaTable.isDeltaTable(spark, path):
+        check_table_settings(spark, path, schema, partition_by, properties)
+        return DeltaTable.forPath(spark, path)
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    for key, value in properties.items():
+        builder = builder.property(key, value)
+    builder.execute()
+    return DeltaTable.forPath(spark, path)
+
+
+def check_table_settings(
+    spark: SparkSession,
+    path: str,
+    schema: T.StructType,
+    partition_by: tuple[str, ...],
+    properties: Mapping[str, str],
+) -> None:
+    """Raise :class:`StoreSettingsConflictError` if the table differs from what is asked for."""
+    detail = table_detail(spark, path)
+    existing_schema = spark.read.format("delta").load(path).schema
+    if _columns(existing_schema) != _columns(schema):
+        raise StoreSettingsConflictError(
+            path, "schema", existing_schema.simpleString(), schema.simpleString()
+        )
+    if tuple(detail["partitionColumns"]) != tuple(partition_by):
+        raise StoreSettingsConflictError(
+            path, "partitioning", ",".join(detail["partitionColumns"]), ",".join(partition_by)
+        )
+    existing = detail["properties"]
+    for key, value in properties.items():
+        if existing.get(key) != value:
+            raise StoreSettingsConflictError(path, key, str(existing.get(key)), value)
+
+
+def _columns(schema: T.StructType) -> list[tuple[str, T.DataType]]:
+    return [(f.name, f.dataType) for f in schema.fields]
+
+
+def table_detail(spark: SparkSession, path: str) -> dict[str, Any]:
+    """``DESCRIBE DETAIL`` of the table as a dict (one row of metadata)."""
+    row = DeltaTable.forPath(spark, path).detail().first()
+    if row is None:
+        raise LakehouseInternalError(f"DESCRIBE DETAIL of {path} returned no row")
+    return row.asDict(recursive=True)
+
+
+def table_properties(spark: SparkSession, path: str, prefix: str = PROPERTY_PREFIX) -> dict[str, str]:
+    """The table's properties whose key starts with ``prefix``."""
+    props: dict[str, str] = table_detail(spark, path)["properties"]
+    return {k: v for k, v in props.items() if k.startswith(prefix)}
+
+
+def batch_metadata(app_id: str, batch_id: int | None, **extra: Any) -> str:
+    """The ``userMetadata`` JSON lakehouse records on a commit."""
+    return json.dumps({METADATA_KEY: {"app_id": app_id, "batch_id": batch_id, **extra}}, sort_keys=True)
+
+
+def writer_options(app_id: str, batch_id: int | None, **extra: Any) -> dict[str, str]:
+    """DataFrameWriter options for an idempotent append (skipped if ``batch_id`` is already recorded)."""
+    options = {"userMetadata": batch_metadata(app_id, batch_id, **extra)}
+    if batch_id is not None:
+        options.update(txnAppId=app_id, txnVersion=str(batch_id))
+    return options
+
+
+@contextmanager
+def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int | None, **extra: Any) -> Iterator[None]:
+    """Run MERGE/UPDATE/DELETE statements as commits of batch ``batch_id`` of ``app_id``.
+
+    Inside the block, each Delta DML commit records ``txnAppId=app_id``/``txnVersion=batch_id`` (so Delta
+    skips it if the table has already recorded that batch) and the batch's ``userMetadata``. The session
+    confs are restored on exit, whatever happens; the block is serialized with other such blocks of this
+    process because the confs are session-wide.
+    """
+    confs = {_USER_METADATA: batch_metadata(app_id, batch_id, **extra)}
+    if batch_id is not None:
+        confs.update({_TXN_APP_ID: app_id, _TXN_VERSION: str(batch_id)})
+    with _SESSION_TXN_LOCK:
+        previous = {key: spark.conf.get(key, None) for key in confs}
+        try:
+            for key, value in confs.items():
+                spark.conf.set(key, value)
+            yield
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+
+
+def lakehouse_commits(spark: SparkSession, path: str, app_id: str) -> DataFrame:
+    """The table's commits written by lakehouse for ``app_id``: version, batch_id, metadata (JSON)."""
+    meta_schema = "struct<app_id:string, batch_id:long>"
+    history = DeltaTable.forPath(spark, path).history().select("version", "userMetadata")
+    parsed = history.withColumn(
+        "meta", F.from_json(F.get_json_object("userMetadata", f"$.{METADATA_KEY}"), meta_schema)
+    )
+    return parsed.where(F.col("meta.app_id") == app_id).select(
+        "version", F.col("meta.batch_id").alias("batch_id"), F.col("userMetadata").alias("metadata")
+    )
+
+
+def batch_commit_version(spark: SparkSession, path: str, app_id: str, batch_id: int) -> int | None:
+    """The table version whose commit recorded batch ``batch_id`` of ``app_id``, or None."""
+    row = (
+        lakehouse_commits(spark, path, app_id)
+        .where(F.col("batch_id") == batch_id)
+        .agg(F.min("version").alias("version"))
+        .first()
+    )
+    return None if row is None or row["version"] is None else int(row["version"])
+
+
+def last_batch_id(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The largest batch id recorded on the table for ``app_id``, or None."""
+    row = lakehouse_commits(spark, path, app_id).agg(F.max("batch_id").alias("b")).first()
+    return None if row is None or row["b"] is None else int(row["b"])
+
+
+def check_new_batch(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
+    """True if ``batch_id`` is new for the table, False if it is a replay of a committed batch.
+
+    Raises:
+        InvalidInputError: ``batch_id`` is negative, or lower than the last committed batch id without
+            having been committed itself (Delta would silently skip it: batch ids must increase).
+    """
+    if batch_id < 0:
+        raise InvalidInputError(f"batch_id must be >= 0, got {batch_id}")
+    last = last_batch_id(spark, path, app_id)
+    if last is None or batch_id > last:
+        return True
+    if batch_commit_version(spark, path, app_id, batch_id) is not None:
+        return False
+    raise InvalidInputError(
+        f"batch_id {batch_id} was never committed to {path} but is below the last committed batch {last}: "
+        "batch ids must increase"
+    )
+
+
+def drop_partitions_below(
+    spark: SparkSession, path: str, column: str, bound: Any, app_id: str
+) -> dict[str, str]:
+    """Delete every partition whose ``column`` value is ``< bound`` (NULL partitions are kept).
+
+    The predicate names a partition column only, so Delta removes whole files from the log without
+    reading any data file (a metadata-only delete). Returns the commit's ``operationMetrics``, or an empty
+    dict when nothing matched and Delta wrote no commit.
+
+    Raises:
+        InvalidInputError: ``column`` is not a partition column of the table (the delete would scan data).
+    """
+    partition_columns = table_detail(spark, path)["partitionColumns"]
+    if column not in partition_columns:
+        raise InvalidInputError(f"{column!r} is not a partition column of {path} ({partition_columns})")
+    table = DeltaTable.forPath(spark, path)
+    before = latest_version(table)
+    with idempotent_dml(spark, app_id, None, operation="drop_partitions", column=column, bound=str(bound)):
+        table.delete(F.col(column) < F.lit(bound))
+    if latest_version(table) == before:
+        return {}
+    row = table.history(1).select("operationMetrics").first()
+    return dict(row["operationMetrics"]) if row is not None else {}
+
+
+def latest_version(table: DeltaTable) -> int:
+    """The table's current version."""
+    row = table.history(1).select("version").first()
+    if row is None:
+        raise LakehouseInternalError("a Delta table without a commit")
+    return int(row["version"])

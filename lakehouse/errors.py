@@ -1,0 +1,62 @@
+"""The error hierarchy: every error lakehouse raises on purpose is a ``LakehouseError``.
+
+Errors about bad input also derive from ``ValueError`` so callers may catch either. Each carries the
+structured fields a caller or a test needs (the key, the expected and the actual value) and a message
+that names them.
+"""
+
+from __future__ import annotations
+
+
+class LakehouseError(Exception):
+    """Base class of every error raised by lakehouse."""
+
+
+class InvalidConfigError(LakehouseError, ValueError):
+    """A configuration key is unknown or has a value of the wrong type."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"configuration key {key!r}: {problem}")
+
+
+class SchemaMismatchError(LakehouseError, ValueError):
+    """A DataFrame lacks required columns or has columns of the wrong type."""
+
+    def __init__(self, what: str, missing: list[str], wrong_type: dict[str, str] | None = None) -> None:
+        self.what = what
+        self.missing = missing
+        self.wrong_type = wrong_type or {}
+        parts = []
+        if missing:
+            parts.append(f"missing columns {missing}")
+        if self.wrong_type:
+            parts.append("wrong types " + ", ".join(f"{c}: {t}" for c, t in self.wrong_type.items()))
+        super().__init__(f"{what}: " + "; ".join(parts))
+
+
+class InvalidInputError(LakehouseError, ValueError):
+    """An argument or a record violates the contract (null key, negative interval, ...)."""
+
+
+class StoreSettingsConflictError(LakehouseError, ValueError):
+    """A table exists already with settings other than the ones asked for."""
+
+    def __init__(self, path: str, setting: str, existing: str, requested: str) -> None:
+        self.path = path
+        self.setting = setting
+        self.existing = existing
+        self.requested = requested
+        super().__init__(
+            f"table at {path} was created with {setting}={existing!r}, not {requested!r}; "
+            "open it with its own settings or use another path"
+        )
+
+
+class JarResolutionError(LakehouseError, RuntimeError):
+    """The Delta Lake jars could not be resolved from Maven Central."""
+
+
+class LakehouseInternalError(LakehouseError, AssertionError):
+    """An internal invariant is broken: a bug in lakehouse, never the caller's fault."""

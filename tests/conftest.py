@@ -1,0 +1,41 @@
+"""One SparkSession for the whole run, with fast, deterministic settings; a Delta path per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.config import load_settings
+from lakehouse.session import get_spark
+
+TEST_SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The session-scoped Delta-enabled SparkSession (built through lakehouse.session.get_spark)."""
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    settings = load_settings(
+        "local", overrides={"warehouse": str(warehouse), "log_level": "ERROR", "driver_memory": "2g"}
+    )
+    session = get_spark(TEST_SPARK_CONF, settings)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_path(tmp_path: Path) -> str:
+    """A fresh location for one Delta table."""
+    return str(tmp_path / "table")
