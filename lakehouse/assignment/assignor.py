@@ -106,17 +106,22 @@ def place_active_targets(ctx: Context) -> dict[str, str]:
 def _keep_previous_owners(ctx: Context, band: Band, targets: dict[str, str]) -> None:
     """Each caught-up previous owner keeps up to its floor share, then the spare ceilings are granted.
 
-    An owner over its share keeps first the tasks with the fewest other caught-up clients: the others can
-    move without a warm-up.
+    An owner over its share gives up first the tasks for which another caught-up client will have room:
+    they can move without a warm-up.
     """
     owned: dict[str, list[str]] = defaultdict(list)
     for task in ctx.stateful:
         owner = ctx.prev_owner.get(task)
         if owner is not None and ctx.is_caught_up(task, owner):
             owned[owner].append(task)
+    has_room = {pid for pid in ctx.pids if len(owned[pid]) < band.hi[pid]}
+
+    def movable(task: str) -> bool:
+        return any(pid in has_room for pid in ctx.caught_up[task])
+
     surplus: dict[str, list[str]] = {}
     for pid, tasks in owned.items():
-        tasks.sort(key=lambda t: (len(ctx.caught_up[t]), task_sort_key(t)))
+        tasks.sort(key=lambda t: (movable(t), len(ctx.caught_up[t]), task_sort_key(t)))
         keep = min(len(tasks), band.lo[pid])
         for task in tasks[:keep]:
             targets[task] = pid

@@ -6,8 +6,8 @@ get the task yet. Instead:
 * **Active**: the task stays on a caught-up client: its previous owner, else a caught-up client the
   standby placement chose (a *swap*: the target takes that standby slot and restores as a standby),
   else the least-loaded caught-up client. Without a swap the target gets a **warm-up** replica.
-* **Standby**: the standby goes to the most caught-up client that holds nothing of the task, and the
-  target gets a warm-up.
+* **Standby**: unless another standby of the task is caught up, the standby goes to the most caught-up
+  client that holds nothing of the task, and the target gets a warm-up.
 
 Warm-ups are granted while ``max_warmup_replicas`` lasts, active deferrals first, tasks with the fewest
 caught-up clients first. Every deferral asks for a probing rebalance; once a warm-up has caught up, the
@@ -103,18 +103,24 @@ def _source(
 def _realize_standbys(
     ctx: Context, task: str, active: str, planned: list[str], warmups: list[str], budget: _WarmupBudget
 ) -> tuple[list[str], int]:
-    """Keep each planned standby unless a more caught-up client holding nothing of the task exists."""
+    """Keep each planned standby unless a more caught-up client holding nothing of the task exists.
+
+    A standby may restore in place when another standby of the task is caught up already: the task
+    keeps a caught-up standby either way.
+    """
     holders = {active, *planned, *warmups}
+    redundant = any(ctx.is_caught_up(task, pid) for pid in planned)
     kept: list[str] = []
     moved = 0
     for target in planned:
-        better = [pid for pid in ctx.better_clients(task, target) if pid not in holders]
+        better = [] if redundant else [p for p in ctx.better_clients(task, target) if p not in holders]
         if not better:
             kept.append(target)
             continue
         moved += 1
         kept.append(better[0])
         holders.add(better[0])
+        redundant = ctx.is_caught_up(task, better[0])
         if budget.take():
             warmups.append(target)
         else:

@@ -27,7 +27,7 @@ from itertools import groupby
 
 from lakehouse.assignment._balance import Band
 from lakehouse.assignment._context import Context
-from lakehouse.assignment.state import AssignmentResult, ClientState
+from lakehouse.assignment.state import AssignmentResult, ClientState, task_sort_key
 
 Seen = tuple[bool, ...]
 TagValues = tuple[str, ...]
@@ -36,11 +36,17 @@ TagValues = tuple[str, ...]
 def place_standby_targets(
     ctx: Context, active_targets: Mapping[str, str], per_task: int
 ) -> dict[str, tuple[str, ...]]:
-    """Stateful task -> its standby clients (phase 2), ``per_task`` of them, in the order chosen."""
+    """Stateful task -> its standby clients (phase 2), ``per_task`` of them, in the order chosen.
+
+    Tasks are placed grouped by active client, so that the standbys of one client's tasks spread over
+    many least-loaded clients: when it fails, its load is shared rather than moved to one client.
+    """
     if per_task == 0:
         return {task: () for task in ctx.stateful}
     placer = _Placer(ctx, active_targets, per_task)
-    return {task: placer.place(task, active_targets[task], per_task) for task in ctx.stateful}
+    by_active = sorted(ctx.stateful, key=lambda t: (active_targets[t], task_sort_key(t)))
+    placed = {task: placer.place(task, active_targets[task], per_task) for task in by_active}
+    return {task: placed[task] for task in ctx.stateful}
 
 
 class _Placer:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 
 from lakehouse.assignment.errors import (
@@ -126,7 +126,7 @@ class AssignmentConfig:
                 raise InvalidAssignmentConfigError(name, getattr(self, name), expected)
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """The role a client holds for a task."""
 
     ACTIVE = "active"

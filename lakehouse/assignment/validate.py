@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from lakehouse.assignment._context import Context, build_context
 from lakehouse.assignment.state import AssignmentConfig, AssignmentResult, ClientState
 
 
-class AssignmentErrorKind(str, Enum):
+class AssignmentErrorKind(StrEnum):
     """What is wrong with an assignment (after Kafka's ``AssignmentError``)."""
 
     UNKNOWN_CLIENT = "unknown_client"
@@ -90,8 +90,8 @@ def _role_errors(ctx: Context, result: AssignmentResult) -> list[AssignmentError
         if actives[task] == 0:
             errors.append(AssignmentError(AssignmentErrorKind.MISSING_ACTIVE, task, None, "no active client"))
         elif actives[task] > 1:
-            detail = f"{actives[task]} active clients"
-            errors.append(AssignmentError(AssignmentErrorKind.ACTIVE_ASSIGNED_MULTIPLE_TIMES, task, None, detail))
+            kind = AssignmentErrorKind.ACTIVE_ASSIGNED_MULTIPLE_TIMES
+            errors.append(AssignmentError(kind, task, None, f"{actives[task]} active clients"))
     for pid, held in sorted(result.clients.items()):
         overlap = (held.active & held.standby) | (held.active & held.warmup) | (held.standby & held.warmup)
         errors += [
@@ -126,4 +126,3 @@ def _replica_errors(ctx: Context, result: AssignmentResult) -> list[AssignmentEr
         detail = "warm-ups were assigned but no probing rebalance is requested"
         errors.append(AssignmentError(AssignmentErrorKind.WARMUP_WITHOUT_PROBING, None, None, detail))
     return errors
-
