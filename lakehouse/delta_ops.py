@@ -30,6 +30,7 @@ _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # The txn session confs are shared by every thread of a session (delta-io/delta#3934): writes that set
 # them are serialized within this process.
 _SESSION_TXN_LOCK = threading.Lock()
+_RECENT_COMMITS = 20
 
 
 def ensure_table(
@@ -154,15 +155,50 @@ def lakehouse_commits(spark: SparkSession, path: str, app_id: str) -> DataFrame:
     )
 
 
-def batch_commit_version(spark: SparkSession, path: str, app_id: str, batch_id: int) -> int | None:
-    """The table version whose commit recorded batch ``batch_id`` of ``app_id``, or None."""
+def batch_commit(
+    spark: SparkSession, path: str, app_id: str, batch_id: int
+) -> tuple[int, dict[str, Any]] | None:
+    """The table version whose commit recorded batch ``batch_id`` of ``app_id`` and that commit's metadata."""
     row = (
         lakehouse_commits(spark, path, app_id)
         .where(F.col("batch_id") == batch_id)
-        .agg(F.min("version").alias("version"))
+        .orderBy(F.col("version").asc())
         .first()
     )
-    return None if row is None or row["version"] is None else int(row["version"])
+    if row is None:
+        return None
+    return int(row["version"]), json.loads(row["metadata"])[METADATA_KEY]
+
+
+def batch_commit_version(spark: SparkSession, path: str, app_id: str, batch_id: int) -> int | None:
+    """The table version whose commit recorded batch ``batch_id`` of ``app_id``, or None."""
+    found = batch_commit(spark, path, app_id, batch_id)
+    return None if found is None else found[0]
+
+
+def latest_recorded(spark: SparkSession, path: str, app_id: str, field: str) -> Any | None:
+    """``field`` of the newest commit metadata of ``app_id`` that records it, or None.
+
+    Looks at the last few commits first (maintenance commits such as VACUUM carry no metadata), and at
+    the whole history only if they do not have it.
+    """
+    table = DeltaTable.forPath(spark, path)
+    for history in (table.history(_RECENT_COMMITS), table.history()):
+        rows = history.where(F.col("userMetadata").isNotNull()).select("version", "userMetadata").collect()
+        for row in sorted(rows, key=lambda r: -int(r["version"])):
+            meta = _parse_metadata(row["userMetadata"])
+            if meta is not None and meta.get("app_id") == app_id and field in meta:
+                return meta[field]
+    return None
+
+
+def _parse_metadata(text: str) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    meta = parsed.get(METADATA_KEY) if isinstance(parsed, dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 def last_batch_id(spark: SparkSession, path: str, app_id: str) -> int | None:
@@ -192,7 +228,7 @@ def check_new_batch(spark: SparkSession, path: str, app_id: str, batch_id: int) 
 
 
 def drop_partitions_below(
-    spark: SparkSession, path: str, column: str, bound: Any, app_id: str
+    spark: SparkSession, path: str, column: str, bound: Any, app_id: str, **metadata: Any
 ) -> dict[str, str]:
     """Delete every partition whose ``column`` value is ``< bound`` (NULL partitions are kept).
 
@@ -208,7 +244,7 @@ def drop_partitions_below(
         raise InvalidInputError(f"{column!r} is not a partition column of {path} ({partition_columns})")
     table = DeltaTable.forPath(spark, path)
     before = latest_version(table)
-    with idempotent_dml(spark, app_id, None, operation="drop_partitions", column=column, bound=str(bound)):
+    with idempotent_dml(spark, app_id, None, operation="drop_partitions", bound=str(bound), **metadata):
         table.delete(F.col(column) < F.lit(bound))
     if latest_version(table) == before:
         return {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.errors import InvalidInputError, SchemaMismatchError
+from lakehouse.errors import SchemaMismatchError
 
 #: Column added by :func:`with_processing_order`; ascending order is processing order.
 ORDER_COL = "_lh_order"
@@ -69,8 +69,16 @@ def null_order_condition(sequence_by: str | None) -> Column:
     return F.col(PARTITION_COL).isNull() | F.col(OFFSET_COL).isNull()
 
 
-def reject_null_order(df: DataFrame, sequence_by: str | None, what: str) -> None:
-    """Raise :class:`InvalidInputError` if any record of ``df`` has a null order column (one Spark job)."""
-    if not df.where(null_order_condition(sequence_by)).isEmpty():
-        columns = sequence_by or f"{PARTITION_COL}/{OFFSET_COL}"
-        raise InvalidInputError(f"{what}: records with a null {columns} have no processing order")
+def task_time(timestamp: str, sequence_by: str | None) -> Column:
+    """The largest ``timestamp`` processed so far (this record included) by the record's task.
+
+    With partition/offset order that is the running maximum within the source partition (computed by
+    :func:`with_processing_order`); with ``sequence_by`` the whole frame is one task, so it is a running
+    maximum over the global sequence (one Spark task).
+    """
+    if sequence_by is None:
+        return F.col(ORDER_COL)["partition_time"]
+    in_sequence = Window.orderBy(F.col(ORDER_COL).asc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    return F.max(timestamp).over(in_sequence)

@@ -1,0 +1,15 @@
+"""Versioned key-value stores (KIP-889) as Delta tables partitioned by validTo segment."""
+
+from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
+from lakehouse.versioned.segments import default_segment_interval
+from lakehouse.versioned.store import VersionedStore
+
+__all__ = [
+    "ExpireResult",
+    "PutAllResult",
+    "PutResult",
+    "PutStatus",
+    "VersionedRecord",
+    "VersionedStore",
+    "default_segment_interval",
+]

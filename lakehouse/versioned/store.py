@@ -1,0 +1,435 @@
+"""``VersionedStore``: a KIP-889 versioned key-value store materialized as one Delta table.
+
+Semantics (the contract; bounds matter):
+
+- A version ``(key, value, valid_from)`` is valid in ``[valid_from, valid_to)``; ``valid_to`` is the next
+  version's ``valid_from`` (exclusive) or NULL for the latest. ``value`` None (or a record marked by
+  ``deletes``) is a tombstone: stored as a version, and reads landing on it return nothing.
+- Observed stream time ``ST`` is the largest timestamp of any accepted put, **for the whole store** (Kafka
+  keeps one per partition; one lakehouse table is one store). A put with ``t < ST - R`` (R = history
+  retention, which is also the grace period) is not put; ``t == ST - R`` is accepted.
+- A read at ``as_of < ST - R`` is *expired*: only the latest version may answer, when it is not a
+  tombstone and ``valid_from <= as_of``; a read at exactly ``ST - R`` is not expired.
+- Every write (put, delete, put_all batch) is one atomic Delta commit; a batch given a ``batch_id`` that
+  the table has already recorded is a no-op (replay). ``ST`` is recorded in each commit's metadata.
+
+Physical layout: partitioned by ``segment = floor(valid_to / segment_interval)`` (NULL for the latest
+versions). Expiry drops whole segments with a metadata-only DELETE; reads and writes prune segments.
+One writer per store at a time (a scheduled job); readers may run concurrently (snapshot isolation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse import delta_ops
+from lakehouse.errors import InvalidInputError, LakehouseInternalError
+from lakehouse.ordering import require_order_columns
+from lakehouse.schemas import require_columns
+from lakehouse.versioned import _plan
+from lakehouse.versioned._plan import TOMBSTONE, VALID_FROM, VALID_TO
+from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
+from lakehouse.versioned.segments import (
+    SEGMENT_COL,
+    default_segment_interval,
+    first_live_segment,
+    from_micros,
+    micros,
+    segment_of,
+    segments_from,
+)
+from lakehouse.versioned.settings import StoreSettings, table_schema
+
+APP_ID = "lakehouse.versioned_store"
+_STREAM_TIME = "stream_time_us"
+_SINGLE_PUT_SEQUENCE = "_lh_sequence"
+_DEFAULT_FILE_RETENTION = timedelta(days=7)
+
+
+class VersionedStore:
+    """A versioned key-value store on Delta Lake. Build with :meth:`create` or :meth:`open`."""
+
+    def __init__(self, spark: SparkSession, path: str, settings: StoreSettings, schema: T.StructType) -> None:
+        self.spark = spark
+        self.path = path
+        self.settings = settings
+        self.schema = schema
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        spark: SparkSession,
+        path: str,
+        key: str | Sequence[str],
+        schema: T.StructType,
+        history_retention: timedelta,
+        segment_interval: timedelta | None = None,
+        file_retention: timedelta = _DEFAULT_FILE_RETENTION,
+    ) -> VersionedStore:
+        """Create the store's Delta table at ``path`` (or open it if it exists with the same settings).
+
+        Args:
+            key: Key column(s) of ``schema``; every other column of ``schema`` is a value column.
+            schema: Key and value columns (no system columns).
+            history_retention: ``R``: how long history stays readable behind stream time (>= 0); also the
+                grace period for out-of-order puts.
+            segment_interval: Width of a validTo segment; default derived from ``R`` like Kafka's.
+            file_retention: How long VACUUM keeps files of dropped segments for time travel
+                (``delta.deletedFileRetentionDuration``).
+
+        Raises:
+            InvalidInputError: a negative retention, a segment interval under 1 ms, a bad key or schema.
+            StoreSettingsConflictError: a table exists at ``path`` with other settings.
+        """
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        settings = StoreSettings(
+            keys=keys,
+            values=tuple(f.name for f in schema.fields if f.name not in keys),
+            history_retention=history_retention,
+            segment_interval=segment_interval or default_segment_interval(history_retention),
+        )
+        if file_retention < timedelta(0):
+            raise InvalidInputError(f"file_retention must be >= 0, got {file_retention}")
+        full_schema = table_schema(schema, keys)
+        properties = {
+            **settings.properties(),
+            "delta.deletedFileRetentionDuration": f"interval {micros(file_retention) // 1_000_000} seconds",
+        }
+        delta_ops.ensure_table(spark, path, full_schema, partition_by=(SEGMENT_COL,), properties=properties)
+        return cls(spark, path, settings, full_schema)
+
+    @classmethod
+    def open(cls, spark: SparkSession, path: str) -> VersionedStore:
+        """Open an existing store; its settings are read back from the table's properties."""
+        settings = StoreSettings.from_properties(path, delta_ops.table_properties(spark, path))
+        return cls(spark, path, settings, spark.read.format("delta").load(path).schema)
+
+    # ------------------------------------------------------------------ state
+    def table(self) -> DataFrame:
+        """The store's table as it is now: every stored version, tombstones included."""
+        return self.spark.read.format("delta").load(self.path)
+
+    @property
+    def stream_time(self) -> datetime | None:
+        """Observed stream time: the largest timestamp of any accepted put (None before the first put)."""
+        us = self._stream_time_us()
+        return None if us is None else from_micros(us)
+
+    def _stream_time_us(self) -> int | None:
+        found = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME)
+        return None if found is None else int(found)
+
+    def _is_expired(self, as_of_us: int, stream_time_us: int | None) -> bool:
+        return stream_time_us is not None and as_of_us < stream_time_us - self.settings.retention_us
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: Any, value: Any, t: datetime) -> PutResult:
+        """Put one version; ``value`` None is a tombstone. Same key and ``t`` replaces. One commit.
+
+        Returns:
+            ``NOT_PUT`` if ``t < stream_time - R`` (nothing written, stream time unchanged); ``LATEST`` if
+            it is now the key's latest version; ``HISTORY`` with its ``valid_to`` (the next version's
+            ``valid_from``, possibly a tombstone's) if it went into history.
+        """
+        t_us = micros(t)
+        stream_time_us = self._stream_time_us()
+        if self._is_expired(t_us, stream_time_us):
+            return PutResult(PutStatus.NOT_PUT)
+        record = {**self._key_dict(key), **self._value_dict(value)}
+        batch = self._one_record_frame(record, t_us)
+        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", stream_time_us)
+        written = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) == t_us))
+        row = written.select(F.unix_micros(VALID_TO).alias("to_us")).first()
+        if row is None or row["to_us"] is None:
+            return PutResult(PutStatus.LATEST)
+        return PutResult(PutStatus.HISTORY, from_micros(row["to_us"]))
+
+    def delete(self, key: Any, t: datetime) -> VersionedRecord | None:
+        """Put a tombstone at ``t``; return the version that was valid at ``t`` before it (inclusive).
+
+        Returns None, writing nothing, when ``t < stream_time - R`` (even if a version exists).
+        """
+        if self._is_expired(micros(t), self._stream_time_us()):
+            return None
+        found = self.get(key, as_of=t)
+        self.put(key, None, t)
+        return found
+
+    def put_all(
+        self,
+        df: DataFrame,
+        batch_id: int | None = None,
+        sequence_by: str | None = None,
+        deletes: Column | str | None = None,
+        timestamp: str = "timestamp",
+    ) -> PutAllResult:
+        """Apply a batch of puts as if one by one in processing order, in one Delta commit.
+
+        Processing order: within a source partition by ``offset``; across partitions the partition whose
+        time is smallest goes first, ties to the lower partition (Kafka Streams' task order). A frame
+        without ``partition``/``offset`` names a ``sequence_by`` column (then it is one ordered sequence).
+
+        Args:
+            df: Key and value columns of the store, ``timestamp``, and the order columns; other columns are
+                ignored.
+            batch_id: Makes the batch replay-safe: a batch id the table has recorded is not applied again.
+            deletes: Boolean column or SQL expression marking tombstones; default: all value columns NULL.
+            timestamp: The event-time (TIMESTAMP) column: each record's ``valid_from``.
+
+        Raises:
+            SchemaMismatchError: missing columns or wrong types. InvalidInputError: null keys, timestamps
+            or order columns, or a batch id below the last committed one. Nothing is written then.
+        """
+        self._check_frame(df, timestamp, sequence_by)
+        if batch_id is not None and not delta_ops.check_new_batch(self.spark, self.path, APP_ID, batch_id):
+            return self._replayed(batch_id)
+        tombstone = self._tombstone_condition(deletes)
+        stream_time_us = self._stream_time_us()
+        return self._write(df, batch_id, sequence_by, tombstone, timestamp, stream_time_us)
+
+    def _write(
+        self,
+        df: DataFrame,
+        batch_id: int | None,
+        sequence_by: str | None,
+        tombstone: Column,
+        timestamp: str,
+        stream_time_us: int | None,
+    ) -> PutAllResult:
+        """Plan the batch against the store and commit it (one MERGE; none if every record is dropped)."""
+        keys, values = self.settings.keys, self.settings.values
+        prepared = _plan.prepare_batch(df, keys, values, timestamp, tombstone, sequence_by)
+        marked = _plan.mark_dropped(prepared, stream_time_us, self.settings.retention_us)
+        marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            stats = _plan.batch_stats(marked, keys).first()
+            if stats is None:
+                raise LakehouseInternalError("an aggregate returned no row")
+            _reject_nulls(stats)
+            new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
+            written = 0
+            if stats["min_accepted_us"] is not None:
+                metadata = {
+                    _STREAM_TIME: new_stream_time,
+                    "records": stats["records"],
+                    "dropped": stats["dropped"],
+                }
+                written = self._merge(marked, stats["min_accepted_us"], batch_id, metadata)
+        finally:
+            marked.unpersist()
+        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, _datetime(new_stream_time))
+
+    def _merge(
+        self, marked: DataFrame, min_t_us: int, batch_id: int | None, metadata: Mapping[str, Any]
+    ) -> int:
+        keys, values = self.settings.keys, self.settings.values
+        incoming = _plan.incoming_versions(marked, keys, values)
+        existing = (
+            self.table()
+            .where(segments_from(min_t_us, self.settings.interval_us))
+            .join(incoming.select(*keys).distinct(), on=list(keys), how="left_semi")
+        )
+        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
+        changed = resolved.where("_changed").drop("_incoming", "_changed")
+        min_segment = segment_of(min_t_us, self.settings.interval_us)
+        condition = " AND ".join(
+            [
+                *(f"t.`{k}` = s.`{k}`" for k in keys),
+                f"t.{VALID_FROM} = s.{VALID_FROM}",
+                f"(t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {min_segment})",
+            ]
+        )
+        with delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **metadata):
+            merged = (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(changed.alias("s"), condition)
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+                .first()
+            )
+        return 0 if merged is None else int(merged["num_affected_rows"])
+
+    def _replayed(self, batch_id: int) -> PutAllResult:
+        found = delta_ops.batch_commit(self.spark, self.path, APP_ID, batch_id)
+        meta = found[1] if found else {}
+        return PutAllResult(
+            batch_id,
+            int(meta.get("records", 0)),
+            int(meta.get("dropped", 0)),
+            0,
+            _datetime(meta.get(_STREAM_TIME)),
+            replayed=True,
+        )
+
+    # ------------------------------------------------------------------ reads
+    def get(self, key: Any, as_of: datetime | None = None) -> VersionedRecord | None:
+        """The latest version of ``key`` (``as_of`` None), or the version valid at ``as_of`` (inclusive).
+
+        None when the key is absent or the version found is a tombstone. An expired read
+        (``as_of < stream_time - R``) is answered only by the latest version, if it is not a tombstone and
+        ``valid_from <= as_of``; otherwise None even if older versions still exist physically.
+        ``valid_to`` is set only for versions that are not the latest.
+        """
+        if as_of is None:
+            rows = self.table().where(self._key_condition(key) & F.col(VALID_TO).isNull())
+        else:
+            rows = self.as_of(as_of, include_tombstones=True).where(self._key_condition(key))
+        found = rows.select(
+            F.struct(*self.settings.values).alias("value"),
+            TOMBSTONE,
+            F.unix_micros(VALID_FROM).alias("from_us"),
+            F.unix_micros(VALID_TO).alias("to_us"),
+        ).first()
+        if found is None or found[TOMBSTONE]:
+            return None
+        return VersionedRecord(
+            found["value"].asDict(), from_micros(found["from_us"]), _datetime(found["to_us"])
+        )
+
+    def as_of(self, t: datetime, include_tombstones: bool = False) -> DataFrame:
+        """Every key's version valid at ``t`` (``valid_from <= t < valid_to``), as a DataFrame.
+
+        Reads only the segments that can hold ``valid_to > t`` plus the latest segment. An expired ``t``
+        (``< stream_time - R``) is answered by latest versions only, as in :meth:`get`. Tombstones are
+        left out unless ``include_tombstones``.
+        """
+        t_us = micros(t)
+        at = F.timestamp_micros(F.lit(t_us))
+        valid = (F.col(VALID_FROM) <= at) & (F.col(VALID_TO).isNull() | (F.col(VALID_TO) > at))
+        if self._is_expired(t_us, self._stream_time_us()):
+            valid = valid & F.col(VALID_TO).isNull()
+        rows = self.table().where(segments_from(t_us, self.settings.interval_us)).where(valid)
+        return rows if include_tombstones else rows.where(~F.col(TOMBSTONE))
+
+    def history(self, key: Any = None) -> DataFrame:
+        """Stored versions (of ``key``, or all), tombstones included, ordered by key and ``valid_from``.
+
+        Versions whose ``valid_to`` is older than ``stream_time - R`` may be removed by any :meth:`expire`.
+        """
+        rows = self.table() if key is None else self.table().where(self._key_condition(key))
+        return rows.orderBy(*self.settings.keys, VALID_FROM)
+
+    def register(self, name: str, temporary: bool = True) -> None:
+        """Make the store queryable by SQL as ``name``: a temporary view, or a catalog table."""
+        if temporary:
+            self.table().createOrReplaceTempView(name)
+        else:
+            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION '{self.path}'")
+
+    # ------------------------------------------------------------------ retention
+    def expire(self) -> ExpireResult:
+        """Drop every segment whose versions all have ``valid_to < stream_time - R``.
+
+        A DELETE on the partition column alone: Delta removes whole files from its log without reading
+        them (one commit, or none when nothing is expired). Reads inside retention are unchanged.
+        """
+        stream_time_us = self._stream_time_us()
+        if stream_time_us is None:
+            return ExpireResult(None, 0, 0)
+        first_live = first_live_segment(stream_time_us, self.settings.retention_us, self.settings.interval_us)
+        metrics = delta_ops.drop_partitions_below(
+            self.spark, self.path, SEGMENT_COL, first_live, APP_ID, **{_STREAM_TIME: stream_time_us}
+        )
+        return ExpireResult(
+            first_live, int(metrics.get("numRemovedFiles", 0)), int(metrics.get("numDeletedRows", 0))
+        )
+
+    def vacuum(self) -> int:
+        """VACUUM the table with its own ``delta.deletedFileRetentionDuration``; returns files deleted."""
+        table = DeltaTable.forPath(self.spark, self.path)
+        table.vacuum()
+        row = table.history(1).select("operationMetrics").first()
+        metrics = row["operationMetrics"] if row is not None else {}
+        return int(metrics.get("numDeletedFiles", 0))
+
+    # ------------------------------------------------------------------ helpers
+    def _key_dict(self, key: Any) -> dict[str, Any]:
+        keys = self.settings.keys
+        if isinstance(key, Mapping):
+            if set(key) != set(keys):
+                raise InvalidInputError(f"key must name the columns {list(keys)}, got {sorted(key)}")
+            found = dict(key)
+        elif len(keys) == 1:
+            found = {keys[0]: key}
+        elif isinstance(key, tuple) and len(key) == len(keys):
+            found = dict(zip(keys, key, strict=True))
+        else:
+            raise InvalidInputError(f"key must be a tuple or dict of {list(keys)}, got {key!r}")
+        if any(v is None for v in found.values()):
+            raise InvalidInputError(f"null key {found}")
+        return found
+
+    def _value_dict(self, value: Any) -> dict[str, Any]:
+        values = self.settings.values
+        if value is None:
+            return dict.fromkeys(values)
+        if isinstance(value, Mapping):
+            unknown = set(value) - set(values)
+            if unknown:
+                raise InvalidInputError(
+                    f"unknown value columns {sorted(unknown)}; the store has {list(values)}"
+                )
+            return {v: value.get(v) for v in values}
+        if len(values) == 1:
+            return {values[0]: value}
+        raise InvalidInputError(f"value must be a dict of {list(values)}, got {value!r}")
+
+    def _key_condition(self, key: Any) -> Column:
+        condition = F.lit(True)
+        for column, value in self._key_dict(key).items():
+            condition = condition & (F.col(column) == F.lit(value))
+        return condition
+
+    def _one_record_frame(self, record: dict[str, Any], t_us: int) -> DataFrame:
+        fields = [self.schema[c] for c in (*self.settings.keys, *self.settings.values)]
+        frame_schema = T.StructType([*fields, T.StructField(_SINGLE_PUT_SEQUENCE, T.LongType())])
+        row = tuple(record[f.name] for f in fields) + (t_us,)
+        frame = self.spark.createDataFrame([row], frame_schema)
+        return frame.withColumn("timestamp", F.timestamp_micros(_SINGLE_PUT_SEQUENCE))
+
+    def _tombstone_condition(self, deletes: Column | str | None) -> Column:
+        if deletes is None:
+            condition = F.lit(True)
+            for value in self.settings.values:
+                condition = condition & F.col(value).isNull()
+            return condition
+        condition = F.expr(deletes) if isinstance(deletes, str) else deletes
+        return F.coalesce(condition, F.lit(False))
+
+    def _check_frame(self, df: DataFrame, timestamp: str, sequence_by: str | None) -> None:
+        expected = T.StructType(
+            [self.schema[c] for c in (*self.settings.keys, *self.settings.values)]
+            + [T.StructField(timestamp, T.TimestampType())]
+        )
+        require_columns(df.schema, expected, "put_all batch")
+        require_order_columns(df, sequence_by)
+
+
+def _reject_nulls(stats: Any) -> None:
+    for column, what in (
+        ("null_keys", "key"),
+        ("null_timestamps", "timestamp"),
+        ("null_order", "order column"),
+    ):
+        if stats[column]:
+            raise InvalidInputError(f"{stats[column]} record(s) with a null {what}: nothing was written")
+
+
+def _max_or_none(current: int | None, candidate: int | None) -> int | None:
+    values = [v for v in (current, candidate) if v is not None]
+    return max(values) if values else None
+
+
+def _datetime(us: int | None) -> datetime | None:
+    return None if us is None else from_micros(int(us))
