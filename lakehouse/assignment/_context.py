@@ -10,6 +10,9 @@ from lakehouse.assignment.state import AssignmentConfig, ClientState, sorted_tas
 
 #: Sorts clients without local state for a task after every client with some.
 NO_STATE = float("inf")
+#: An ``acceptable_recovery_lag`` this large (Kafka's ``Long.MAX_VALUE``) counts every client as caught
+#: up, with or without state: warm-ups are never needed.
+UNLIMITED_RECOVERY_LAG = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ class Context:
 
     def is_caught_up(self, task: str, pid: str) -> bool:
         """Whether ``pid``'s lag for ``task`` is within ``acceptable_recovery_lag``."""
-        return self.lag(task, pid) <= self.config.acceptable_recovery_lag
+        bound = self.config.acceptable_recovery_lag
+        return bound >= UNLIMITED_RECOVERY_LAG or self.lag(task, pid) <= bound
 
     def better_clients(self, task: str, pid: str) -> tuple[str, ...]:
         """Clients that should hold ``task`` rather than ``pid`` for availability, best first.
@@ -90,7 +94,6 @@ def build_context(
         task: tuple(sorted(holder_sets[task], key=lambda p, t=task: (lags[t].get(p, NO_STATE), p)))
         for task in stateful
     }
-    bound = config.acceptable_recovery_lag
     return Context(
         pids=pids,
         capacity={pid: clients[pid].capacity for pid in pids},
@@ -99,7 +102,7 @@ def build_context(
         stateless=stateless,
         lags=lags,
         state_holders=holders,
-        caught_up={t: tuple(p for p in holders[t] if lags[t].get(p, NO_STATE) <= bound) for t in stateful},
+        caught_up=_caught_up(pids, stateful, lags, holders, config.acceptable_recovery_lag),
         prev_owner=_previous_owners(clients, pids, lags),
         config=config,
     )
@@ -131,6 +134,20 @@ def _index_local_state(
             if lag is not None:
                 lags[task][pid] = lag
     return lags, holders
+
+
+def _caught_up(
+    pids: tuple[str, ...],
+    stateful: tuple[str, ...],
+    lags: Mapping[str, Mapping[str, int]],
+    holders: Mapping[str, tuple[str, ...]],
+    bound: int,
+) -> dict[str, tuple[str, ...]]:
+    if bound >= UNLIMITED_RECOVERY_LAG:
+        return {
+            t: (*holders[t], *(p for p in pids if p not in lags[t] and p not in holders[t])) for t in stateful
+        }
+    return {t: tuple(p for p in holders[t] if lags[t].get(p, NO_STATE) <= bound) for t in stateful}
 
 
 def _tag_values(

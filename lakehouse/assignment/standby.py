@@ -38,8 +38,8 @@ def place_standby_targets(
 ) -> dict[str, tuple[str, ...]]:
     """Stateful task -> its standby clients (phase 2), ``per_task`` of them, in the order chosen.
 
-    Tasks are placed grouped by active client, so that the standbys of one client's tasks spread over
-    many least-loaded clients: when it fails, its load is shared rather than moved to one client.
+    Tasks are placed grouped by active client, as Kafka does, so that the standbys of one client's tasks
+    spread over many least-loaded clients: when it fails, its load is shared rather than moved to one.
     """
     if per_task == 0:
         return {task: () for task in ctx.stateful}
@@ -110,7 +110,7 @@ class _Placer:
         for pid in self.ctx.state_holders[task]:
             if pid in holders or _seen(self.ctx.tags[pid], used) != seen:
                 continue
-            if self.load[pid] < self.share[pid] or self.ratio[pid] <= least:
+            if self.load[pid] < self.share[pid] or self.ratio[pid] < least:
                 return pid
         return None
 
