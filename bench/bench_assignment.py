@@ -107,7 +107,8 @@ def main() -> None:
     lines = [
         "## Task assignment (issue 6)",
         "",
-        "10 000 stateful tasks, 500 clients (capacity 1/2/4), 2 standbys, tags zone (3) x cluster (5) x rack (10).",
+        "10 000 stateful tasks, 500 clients (capacity 1/2/4), 2 standbys,",
+        "tags zone (3) x cluster (5) x rack (10).",
         "Best of 3 runs, pure Python 3.11, one core.",
         "",
         "| measure | value |",
