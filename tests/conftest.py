@@ -20,6 +20,8 @@ TEST_SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    # Tiny test data gains nothing from adaptive execution, which runs every shuffle stage as its own job.
+    "spark.sql.adaptive.enabled": "false",
 }
 
 
