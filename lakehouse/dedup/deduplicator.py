@@ -1,0 +1,464 @@
+"""``Deduplicator``: KIP-655 deduplication with an interval, as a MERGE against a Delta seen-ID index.
+
+Semantics (the contract; bounds matter). The id of a record is the value of the ``by`` columns:
+``by="key"`` is deduplicateByKey, ``by=["key", "<id col>"]`` deduplicateByKeyValue, ``by="<id col>"``
+deduplicate over all partitions.
+
+- A record whose id (or any part of it) is NULL is forwarded and never stored.
+- A **task** is one source partition when ``key`` is part of ``by`` (each partition has its own stream time
+  and its own ids, as in Kafka Streams); otherwise all partitions form one task. **Stream time** is the
+  largest timestamp the task has seen, the current record included.
+- The index keeps, per (task, id), the last *saved* record: its timestamp, partition and offset. An entry
+  with ``entry_ts < stream_time - interval`` is expired: ignored, and dropped by :meth:`purge`.
+- A record whose live entry has its partition and (non-null) offset is the same record seen again
+  (at-least-once replay of the source): forwarded, index unchanged. A record with a NULL offset never
+  counts as a replay.
+- Otherwise a record with a live entry and ``|t - entry_ts| <= interval`` (both ends inclusive) is a
+  **duplicate**: dropped, index unchanged.
+- Otherwise it is forwarded; it replaces the entry unless it is **late** (``t < stream_time - interval``):
+  a late record is forwarded and not saved.
+- Records are processed in Kafka Streams' task order (``lakehouse.ordering``); a batch gives exactly what
+  processing its records one by one gives, several records of one id included.
+
+Physical layout: partitioned by ``bucket = floor(entry_ts / bucket_width)``. A saved record always
+arrives after its id's previous entry expired (``t > entry_ts + interval`` and ``t <= stream_time``), so
+the index is insert-only: each batch is one insert-only MERGE whose ON clause carries the literal bucket
+range of the new entries (only those buckets' files are read), at most one row per (task, id) is live, and
+superseded rows are always expired ones that :meth:`purge` drops by whole buckets (metadata only).
+
+Exactly-once: ``apply(df, batch_id)`` makes one index commit recording the batch id and the tasks' stream
+times (``txnAppId``/``txnVersion`` and ``userMetadata``). Re-applying a committed batch id recomputes the
+same forwarded records against the index as of the version before that commit and writes nothing (a
+missing quarantine append excepted). ``run`` then appends them to a sink with the same batch id as
+``txnVersion``, so a crash anywhere followed by a re-run yields each record exactly once in the sink.
+One writer per index at a time; readers may query it concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse import delta_ops
+from lakehouse.dedup import _resolve
+from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
+from lakehouse.dedup.records import DedupStats, PurgeResult
+from lakehouse.dedup.settings import (
+    BATCH_COL,
+    BUCKET_COL,
+    ENTRY_OFFSET_COL,
+    ENTRY_PARTITION_COL,
+    ENTRY_TS_COL,
+    TASK_COL,
+    DedupSettings,
+    bucket_of,
+    default_bucket_width,
+    system_schema,
+)
+from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
+from lakehouse.ordering import OFFSET_COL, PARTITION_COL
+from lakehouse.schemas import load_schema, require_columns
+
+APP_ID = "lakehouse.dedup"
+QUARANTINE_KIND = "dedup_quarantine"
+_STREAM_TIME = "stream_time_us"
+_RECENT_COMMITS = 20
+_RECORD_COLUMNS = T.StructType(
+    [
+        T.StructField(PARTITION_COL, T.IntegerType()),
+        T.StructField(OFFSET_COL, T.LongType()),
+        T.StructField(TIMESTAMP_COL, T.TimestampType()),
+    ]
+)
+
+
+class Deduplicator:
+    """KIP-655 deduplication backed by a Delta seen-ID index. Build with :meth:`create` or :meth:`open`.
+
+    Examples:
+        >>> dedup = Deduplicator.create(spark, "/lake/txn_index", by="txn_id", interval=timedelta(minutes=10))
+        >>> stats = dedup.run(batch_df, batch_id=7, sink="/lake/txn_clean")  # doctest: +SKIP
+    """
+
+    def __init__(self, spark: SparkSession, path: str, settings: DedupSettings) -> None:
+        self.spark = spark
+        self.path = path
+        self.settings = settings
+        self._stats: DedupStats | None = None
+        self._cached: DataFrame | None = None
+        self._id_schema: T.StructType | None = None
+        self._with_ids: set[str] = set()
+        #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
+        self._after_commit: Callable[[str], None] = lambda step: None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        spark: SparkSession,
+        path: str,
+        by: str | Sequence[str],
+        interval: timedelta,
+        *,
+        bucket_width: timedelta | None = None,
+        quarantine_path: str | None = None,
+    ) -> Deduplicator:
+        """Create the seen-ID index at ``path`` (or open it if it exists with the same settings).
+
+        Args:
+            by: The id column(s). Their types are taken from the first batch.
+            interval: Records of one id within ``interval`` of its entry (inclusive) are duplicates (>= 0).
+            bucket_width: Width of an index partition; default ``max(interval, 1 minute)``.
+            quarantine_path: Optional Delta table keeping every dropped duplicate and the entry that
+                caused the drop (partitioned by batch id).
+
+        Raises:
+            InvalidInputError: negative interval, empty or reserved ``by``, bucket width under 1 ms.
+            StoreSettingsConflictError: an index exists at ``path`` with other settings.
+        """
+        if not isinstance(interval, timedelta):
+            raise InvalidInputError(f"interval must be a timedelta, got {type(interval).__name__}")
+        settings = DedupSettings(
+            by=(by,) if isinstance(by, str) else tuple(by),
+            interval=interval,
+            bucket_width=bucket_width or default_bucket_width(interval),
+            quarantine_path=quarantine_path,
+        )
+        if DeltaTable.isDeltaTable(spark, path):
+            existing = cls.open(spark, path)
+            settings.check_same(path, existing.settings)
+            return existing
+        delta_ops.ensure_table(
+            spark, path, system_schema(), partition_by=(BUCKET_COL,), properties=settings.properties()
+        )
+        if quarantine_path is not None:
+            delta_ops.ensure_table(
+                spark,
+                quarantine_path,
+                load_schema("dedup_quarantine"),
+                partition_by=(BATCH_COL,),
+                properties={"lakehouse.kind": QUARANTINE_KIND},
+            )
+        return cls(spark, path, settings)
+
+    @classmethod
+    def open(cls, spark: SparkSession, path: str) -> Deduplicator:
+        """Open an existing index; its settings are read back from the table's properties."""
+        settings = DedupSettings.from_properties(path, delta_ops.table_properties(spark, path))
+        return cls(spark, path, settings)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def stats(self) -> DedupStats | None:
+        """What the last ``apply``/``run`` of this object did (None before the first)."""
+        return self._stats
+
+    def index(self) -> DataFrame:
+        """The index table as it is now (expired, not yet purged rows included)."""
+        return self.spark.read.format("delta").load(self.path)
+
+    def stream_times(self) -> dict[int, datetime]:
+        """Stream time of each task seen so far (task = partition, or 0 for one global task)."""
+        version = delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
+        return {task: _datetime(us) for task, us in self._stream_times(version).items()}
+
+    # ------------------------------------------------------------------ batches
+    def apply(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
+        """Deduplicate one batch and commit the index; return the forwarded records (``df``'s columns).
+
+        One Delta commit on the index, recording ``batch_id``. If ``batch_id`` was committed already, the
+        same forwarded records are recomputed against the index as of the version before that commit and
+        nothing is written. The result is computed once and cached until the next call.
+
+        Raises:
+            SchemaMismatchError: ``df`` lacks ``partition``/``offset``/``timestamp`` or a ``by`` column, or
+                an id column's type differs from the index's.
+            InvalidInputError: a NULL timestamp or partition (nothing written), or a batch id below the
+                last committed one that was never committed.
+        """
+        resolved, _ = self._apply(df, batch_id)
+        return _forwarded(resolved, df.columns)
+
+    def run(self, df: DataFrame, batch_id: int, sink: str) -> DedupStats:
+        """``apply`` and append the forwarded records to the Delta table ``sink``, exactly once.
+
+        Commits, in this order: the index (skipped on replay), the quarantine if any, the sink append
+        (``txnAppId``/``txnVersion`` = this index's id and ``batch_id``: skipped if already written). A crash
+        between any two is repaired by running the same batch again.
+        """
+        resolved, stats = self._apply(df, batch_id)
+        options = delta_ops.writer_options(self._sink_app_id(), batch_id, index=self.path)
+        _forwarded(resolved, df.columns).write.format("delta").mode("append").options(**options).save(sink)
+        self._after_commit("sink")
+        return stats
+
+    def purge(self) -> PurgeResult:
+        """Drop every bucket whose entries are all expired, with a metadata-only partition delete.
+
+        With one task per partition the bound follows the task with the smallest stream time.
+        """
+        version = delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
+        stream_times = self._stream_times(version)
+        if not stream_times:
+            return PurgeResult(None, 0, 0, None)
+        oldest = min(stream_times.values())
+        bound = (oldest - self.settings.interval_us) // self.settings.bucket_us
+        metrics = delta_ops.drop_partitions_below(self.spark, self.path, BUCKET_COL, bound, APP_ID)
+        return PurgeResult(
+            bound,
+            int(metrics.get("numRemovedFiles", 0)),
+            int(metrics.get("numDeletedRows", 0)),
+            _datetime(oldest),
+        )
+
+    # ------------------------------------------------------------------ internals
+    def _apply(self, df: DataFrame, batch_id: int | None) -> tuple[DataFrame, DedupStats]:
+        self._check_input(df)
+        new = batch_id is None or delta_ops.check_new_batch(self.spark, self.path, APP_ID, batch_id)
+        version = self._version_before(batch_id, new)
+        stream_times = self._stream_times(version)
+        prepared = _resolve.prepare(df, self.settings, stream_times)
+        live = self._live_entries(version, stream_times, df.schema)
+        resolved = _resolve.resolve(prepared, live, self.settings, df.columns)
+        self._release()
+        self._cached = resolved.persist(StorageLevel.MEMORY_AND_DISK)
+        summary = _summarize(self._cached)
+        _check_summary(summary)
+        stats = _stats(batch_id, not new, summary)
+        if new:
+            self._commit(self._cached, batch_id, stream_times, summary, stats)
+            self._after_commit("index")
+        if self.settings.quarantine_path is not None:
+            self._write_quarantine(self._cached, batch_id)
+            self._after_commit("quarantine")
+        self._stats = stats
+        return self._cached, stats
+
+    def _check_input(self, df: DataFrame) -> None:
+        require_columns(df.schema, _RECORD_COLUMNS, "dedup input records")
+        missing = [c for c in self.settings.by if c not in df.columns]
+        if missing:
+            what = f"dedup input: the index deduplicates by {list(self.settings.by)}"
+            raise SchemaMismatchError(what, missing)
+        require_columns(df.schema, self._stored_id_schema(), "dedup input: id columns of the index")
+
+    def _stored_id_schema(self) -> T.StructType:
+        """The id columns of the index (none before the first batch); cached once they exist."""
+        if self._id_schema is not None:
+            return self._id_schema
+        schema = self.index().schema
+        stored = T.StructType([schema[c] for c in self.settings.by if c in schema.fieldNames()])
+        if len(stored.fields) == len(self.settings.by):
+            self._id_schema = stored
+        return stored
+
+    def _version_before(self, batch_id: int | None, new: bool) -> int:
+        if new or batch_id is None:
+            return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
+        committed = delta_ops.batch_commit_version(self.spark, self.path, APP_ID, batch_id)
+        if committed is None:
+            raise LakehouseInternalError(f"batch {batch_id} is a replay but has no commit on {self.path}")
+        return committed - 1
+
+    def _stream_times(self, version: int) -> dict[int, int]:
+        """Stream time (us) of each task as recorded by the newest batch commit at or before ``version``."""
+        table = DeltaTable.forPath(self.spark, self.path)
+        for history in (table.history(_RECENT_COMMITS), table.history()):
+            rows = history.where(F.col("version") <= version).select("version", "userMetadata").collect()
+            for row in sorted(rows, key=lambda r: -int(r["version"])):
+                recorded = _recorded_stream_times(row["userMetadata"])
+                if recorded is not None:
+                    return recorded
+            if len(rows) < _RECENT_COMMITS:
+                break
+        return {}
+
+    def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
+        index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+        if len(self._stored_id_schema().fields) == len(self.settings.by):
+            return _resolve.live_entries(index, self.settings, stream_times)
+        # The first batch adds the id columns: no entry exists yet.
+        empty = T.StructType(
+            [
+                T.StructField(TASK, T.IntegerType()),
+                *[schema[c] for c in self.settings.by],
+                T.StructField("_lh_e_t", T.LongType()),
+                T.StructField("_lh_e_p", T.IntegerType()),
+                T.StructField("_lh_e_o", T.LongType()),
+            ]
+        )
+        return self.spark.createDataFrame([], empty)
+
+    def _commit(
+        self,
+        resolved: DataFrame,
+        batch_id: int | None,
+        stream_times: dict[int, int],
+        summary: list[Row],
+        stats: DedupStats,
+    ) -> None:
+        new_times = dict(stream_times)
+        for row in summary:
+            if row["max_us"] is not None:
+                new_times[row[TASK]] = max(new_times.get(row[TASK], row["max_us"]), row["max_us"])
+        meta: dict[str, Any] = {
+            _STREAM_TIME: {str(k): v for k, v in sorted(new_times.items())},
+            "stats": {k: v for k, v in vars(stats).items() if k not in ("batch_id", "replay")},
+        }
+        self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by])
+        entries = resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id))
+        saved_us = [(r["min_saved_us"], r["max_saved_us"]) for r in summary if r["min_saved_us"] is not None]
+        if not saved_us:
+            # An insert-only MERGE of nothing writes no commit; an empty append records the batch.
+            options = delta_ops.writer_options(APP_ID, batch_id, **meta)
+            empty = self.spark.createDataFrame([], entries.schema)
+            empty.write.format("delta").mode("append").options(**options).save(self.path)
+            return
+        low = min(lo for lo, _ in saved_us) // self.settings.bucket_us
+        high = max(hi for _, hi in saved_us) // self.settings.bucket_us
+        with delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **meta):
+            (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(entries.alias("s"), self._merge_condition(low, high))
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+    def _merge_condition(self, low: int, high: int) -> str:
+        # Only literal target-only conjuncts prune files: the bucket range of the batch's new entries.
+        ids = " AND ".join(f"t.`{c}` = s.`{c}`" for c in self.settings.by)
+        return (
+            f"t.{BUCKET_COL} >= {low} AND t.{BUCKET_COL} <= {high} AND t.{TASK_COL} = s.{TASK_COL} "
+            f"AND {ids} AND t.{ENTRY_TS_COL} = s.{ENTRY_TS_COL}"
+        )
+
+    def _index_columns(self, batch_id: int | None) -> list[Any]:
+        return [
+            F.col(TASK).alias(TASK_COL),
+            *[F.col(c) for c in self.settings.by],
+            F.col(TIMESTAMP_COL).alias(ENTRY_TS_COL),
+            F.col(PARTITION_COL).alias(ENTRY_PARTITION_COL),
+            F.col(OFFSET_COL).alias(ENTRY_OFFSET_COL),
+            F.lit(batch_id).cast("long").alias(BATCH_COL),
+            bucket_of(F.unix_micros(TIMESTAMP_COL), self.settings.bucket_us).alias(BUCKET_COL),
+        ]
+
+    def _ensure_id_columns(self, path: str, id_fields: list[T.StructField]) -> None:
+        """Add the id columns (types of the first batch) to the index or quarantine table, once."""
+        if path in self._with_ids:
+            return
+        existing = self.spark.read.format("delta").load(path).columns
+        missing = [f for f in id_fields if f.name not in existing]
+        if missing:
+            columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        self._with_ids.add(path)
+
+    def _write_quarantine(self, resolved: DataFrame, batch_id: int | None) -> None:
+        path = self.settings.quarantine_path
+        assert path is not None
+        self._ensure_id_columns(path, [resolved.schema[c] for c in self.settings.by])
+        dropped = resolved.where(F.col(DECISION_COL) == F.lit(_resolve.DUPLICATE)).select(
+            F.col(TASK).alias(TASK_COL),
+            *[F.col(c) for c in self.settings.by],
+            F.col(TIMESTAMP_COL).alias("ts"),
+            PARTITION_COL,
+            OFFSET_COL,
+            F.timestamp_micros(F.col(CAUSE_COL)["t"]).alias(ENTRY_TS_COL),
+            F.col(CAUSE_COL)["p"].alias(ENTRY_PARTITION_COL),
+            F.col(CAUSE_COL)["o"].alias(ENTRY_OFFSET_COL),
+            F.lit(batch_id).cast("long").alias(BATCH_COL),
+        )
+        options = delta_ops.writer_options(APP_ID, batch_id, index=self.path)
+        dropped.write.format("delta").mode("append").options(**options).save(path)
+
+    def _sink_app_id(self) -> str:
+        return f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
+
+    def _release(self) -> None:
+        if self._cached is not None:
+            self._cached.unpersist()
+            self._cached = None
+
+
+def _recorded_stream_times(user_metadata: str | None) -> dict[int, int] | None:
+    if not user_metadata:
+        return None
+    try:
+        meta = json.loads(user_metadata).get(delta_ops.METADATA_KEY, {})
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("app_id") != APP_ID or _STREAM_TIME not in meta:
+        return None
+    return {int(k): int(v) for k, v in meta[_STREAM_TIME].items()}
+
+
+def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
+    return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
+
+
+def _count(decision: int) -> Any:
+    return F.sum((F.col(DECISION_COL) == F.lit(decision)).cast("long"))
+
+
+def _summarize(resolved: DataFrame) -> list[Row]:
+    """Per task: counts by decision, largest timestamp, range of saved timestamps, NULL-input counts."""
+    ts_us = F.unix_micros(TIMESTAMP_COL)
+    saved_us = F.when(F.col(SAVED_COL), ts_us)
+    return (
+        resolved.groupBy(TASK)
+        .agg(
+            F.count(F.lit(1)).alias("input"),
+            _count(_resolve.DUPLICATE).alias("duplicates"),
+            _count(_resolve.LATE).alias("late"),
+            _count(_resolve.REPLAYED).alias("replayed"),
+            _count(_resolve.NULL_ID).alias("null_ids"),
+            F.sum(F.col(SAVED_COL).cast("long")).alias("saved"),
+            F.max(ts_us).alias("max_us"),
+            F.min(saved_us).alias("min_saved_us"),
+            F.max(saved_us).alias("max_saved_us"),
+            F.sum(F.col(TIMESTAMP_COL).isNull().cast("long")).alias("null_timestamps"),
+            F.sum(F.col(PARTITION_COL).isNull().cast("long")).alias("null_partitions"),
+        )
+        .collect()
+    )
+
+
+def _check_summary(summary: list[Row]) -> None:
+    null_ts = sum(r["null_timestamps"] for r in summary)
+    null_partitions = sum(r["null_partitions"] for r in summary)
+    if null_ts or null_partitions:
+        raise InvalidInputError(
+            f"dedup input has {null_ts} record(s) with a NULL timestamp and {null_partitions} with a NULL "
+            "partition; every record needs both (nothing was written)"
+        )
+
+
+def _stats(batch_id: int | None, replay: bool, summary: list[Row]) -> DedupStats:
+    def total(name: str) -> int:
+        return int(sum(r[name] or 0 for r in summary))
+
+    return DedupStats(
+        batch_id=batch_id,
+        replay=replay,
+        input=total("input"),
+        forwarded=total("input") - total("duplicates"),
+        duplicates=total("duplicates"),
+        late=total("late"),
+        replayed=total("replayed"),
+        null_ids=total("null_ids"),
+        saved=0 if replay else total("saved"),
+    )
+
+
+def _datetime(us: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
