@@ -33,6 +33,13 @@ _SESSION_TXN_LOCK = threading.Lock()
 _RECENT_COMMITS = 20
 
 
+class Unknown:
+    """Marks an argument the caller did not supply (distinct from None)."""
+
+
+UNKNOWN = Unknown()
+
+
 def ensure_table(
     spark: SparkSession,
     path: str,
@@ -176,20 +183,26 @@ def batch_commit_version(spark: SparkSession, path: str, app_id: str, batch_id: 
     return None if found is None else found[0]
 
 
-def latest_recorded(spark: SparkSession, path: str, app_id: str, field: str) -> Any | None:
-    """``field`` of the newest commit metadata of ``app_id`` that records it, or None.
+def latest_recorded(spark: SparkSession, path: str, app_id: str, *fields: str) -> dict[str, Any]:
+    """The newest non-null value of each of ``fields`` in the commit metadata of ``app_id``.
 
-    Looks at the last few commits first (maintenance commits such as VACUUM carry no metadata), and at
-    the whole history only if they do not have it.
+    Reads the last few commits first (maintenance commits such as VACUUM carry no metadata) and the
+    whole history only for fields they do not have. Fields never recorded are absent from the result.
     """
     table = DeltaTable.forPath(spark, path)
+    found: dict[str, Any] = {}
     for history in (table.history(_RECENT_COMMITS), table.history()):
         rows = history.where(F.col("userMetadata").isNotNull()).select("version", "userMetadata").collect()
         for row in sorted(rows, key=lambda r: -int(r["version"])):
             meta = _parse_metadata(row["userMetadata"])
-            if meta is not None and meta.get("app_id") == app_id and field in meta:
-                return meta[field]
-    return None
+            if meta is None or meta.get("app_id") != app_id:
+                continue
+            for field in fields:
+                if field not in found and meta.get(field) is not None:
+                    found[field] = meta[field]
+        if len(found) == len(fields) or len(rows) < _RECENT_COMMITS:
+            break
+    return found
 
 
 def _parse_metadata(text: str) -> dict[str, Any] | None:
@@ -203,12 +216,17 @@ def _parse_metadata(text: str) -> dict[str, Any] | None:
 
 def last_batch_id(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The largest batch id recorded on the table for ``app_id``, or None."""
-    row = lakehouse_commits(spark, path, app_id).agg(F.max("batch_id").alias("b")).first()
-    return None if row is None or row["b"] is None else int(row["b"])
+    found = latest_recorded(spark, path, app_id, "batch_id").get("batch_id")
+    return None if found is None else int(found)
 
 
-def check_new_batch(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
+def check_new_batch(
+    spark: SparkSession, path: str, app_id: str, batch_id: int, last_committed: int | Unknown | None = UNKNOWN
+) -> bool:
     """True if ``batch_id`` is new for the table, False if it is a replay of a committed batch.
+
+    ``last_committed`` saves a history read when the caller already has the last batch id (from
+    :func:`latest_recorded`); batch ids increase, so the last one is recorded by the newest commit.
 
     Raises:
         InvalidInputError: ``batch_id`` is negative, or lower than the last committed batch id without
@@ -216,7 +234,7 @@ def check_new_batch(spark: SparkSession, path: str, app_id: str, batch_id: int) 
     """
     if batch_id < 0:
         raise InvalidInputError(f"batch_id must be >= 0, got {batch_id}")
-    last = last_batch_id(spark, path, app_id)
+    last = last_batch_id(spark, path, app_id) if isinstance(last_committed, Unknown) else last_committed
     if last is None or batch_id > last:
         return True
     if batch_commit_version(spark, path, app_id, batch_id) is not None:

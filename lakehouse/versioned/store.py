@@ -125,7 +125,7 @@ class VersionedStore:
         return None if us is None else from_micros(us)
 
     def _stream_time_us(self) -> int | None:
-        found = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME)
+        found = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME).get(_STREAM_TIME)
         return None if found is None else int(found)
 
     def _is_expired(self, as_of_us: int, stream_time_us: int | None) -> bool:
@@ -190,10 +190,14 @@ class VersionedStore:
             or order columns, or a batch id below the last committed one. Nothing is written then.
         """
         self._check_frame(df, timestamp, sequence_by)
-        if batch_id is not None and not delta_ops.check_new_batch(self.spark, self.path, APP_ID, batch_id):
+        recorded = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME, "batch_id")
+        last_batch = recorded.get("batch_id")
+        if batch_id is not None and not delta_ops.check_new_batch(
+            self.spark, self.path, APP_ID, batch_id, last_batch
+        ):
             return self._replayed(batch_id)
         tombstone = self._tombstone_condition(deletes)
-        stream_time_us = self._stream_time_us()
+        stream_time_us = recorded.get(_STREAM_TIME)
         return self._write(df, batch_id, sequence_by, tombstone, timestamp, stream_time_us)
 
     def _write(
@@ -394,7 +398,7 @@ class VersionedStore:
     def _one_record_frame(self, record: dict[str, Any], t_us: int) -> DataFrame:
         fields = [self.schema[c] for c in (*self.settings.keys, *self.settings.values)]
         frame_schema = T.StructType([*fields, T.StructField(_SINGLE_PUT_SEQUENCE, T.LongType())])
-        row = tuple(record[f.name] for f in fields) + (t_us,)
+        row = (*tuple(record[f.name] for f in fields), t_us)
         frame = self.spark.createDataFrame([row], frame_schema)
         return frame.withColumn("timestamp", F.timestamp_micros(_SINGLE_PUT_SEQUENCE))
 
