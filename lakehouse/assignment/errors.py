@@ -1,12 +1,20 @@
-"""Errors raised for bad assignor input. Each names the offending task, client or key.
+"""Errors of task assignment. Each names the offending task, client, key or generation.
 
-They derive from ``ValueError``; they will be rebased on ``lakehouse.errors.LakehouseError``.
+Bad input derives from ``lakehouse.errors.LakehouseError`` and ``ValueError``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-class AssignmentInputError(ValueError):
+from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    from lakehouse.assignment.validate import AssignmentError
+
+
+class AssignmentInputError(LakehouseError, ValueError):
     """The clients, tasks or configuration given to the assignor violate its contract."""
 
 
@@ -74,3 +82,47 @@ class InvalidAssignmentConfigError(AssignmentInputError):
         self.value = value
         self.expected = expected
         super().__init__(f"AssignmentConfig.{field} must be {expected}, got {value!r}")
+
+
+class InvalidAssignmentError(LakehouseError, ValueError):
+    """An assignment breaks the contract for its subscriptions; it was not written.
+
+    Attributes:
+        generation: The generation it was computed for.
+        errors: Every violation :func:`lakehouse.assignment.validate_assignment` found.
+    """
+
+    def __init__(self, generation: int, errors: Sequence[AssignmentError]) -> None:
+        self.generation = generation
+        self.errors = tuple(errors)
+        shown = "; ".join(
+            f"{e.kind.value} (task={e.task}, client={e.client}): {e.detail}" for e in self.errors[:5]
+        )
+        more = f"; and {len(self.errors) - 5} more" if len(self.errors) > 5 else ""
+        super().__init__(
+            f"assignment of generation {generation} is invalid, nothing written: "
+            f"{len(self.errors)} violation(s): {shown}{more}"
+        )
+
+
+class NoSubscriptionsError(LakehouseError, LookupError):
+    """The subscriptions table holds no generation (or not the one asked for)."""
+
+    def __init__(self, path: str, generation: int | None = None) -> None:
+        self.path = path
+        self.generation = generation
+        what = "no subscriptions" if generation is None else f"no subscriptions of generation {generation}"
+        super().__init__(f"{what} in {path}; write them with AssignmentStore.write_subscriptions first")
+
+
+class InconsistentTopologyError(LakehouseError, ValueError):
+    """Clients of one generation subscribed with different task sets."""
+
+    def __init__(self, generation: int, client: str, other: str) -> None:
+        self.generation = generation
+        self.client = client
+        self.other = other
+        super().__init__(
+            f"generation {generation}: clients {other!r} and {client!r} subscribed with different "
+            "stateful or stateless task sets"
+        )

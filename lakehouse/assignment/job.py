@@ -1,0 +1,202 @@
+"""The assignment job: read the latest subscriptions, assign, validate, write the generation, summarise.
+
+:func:`run_assignment` is what ``jobs/assign.py`` and the CLI call; :func:`demo_step` is the demo's
+assignment story. The assignor itself stays pure: reading and writing are the store's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pyspark.sql import SparkSession
+
+from lakehouse.assignment.assignor import assign
+from lakehouse.assignment.state import (
+    AssignmentConfig,
+    AssignmentResult,
+    ClientAssignment,
+    ClientState,
+    Role,
+    task_sort_key,
+)
+from lakehouse.assignment.store import AssignmentStore, Subscription
+
+#: How many moves and warm-ups the summary lists one by one.
+SHOWN = 10
+DEMO_ZONES = 3
+DEMO_CLIENTS = 6
+DEMO_TASKS = 12
+DEMO_CONFIG = AssignmentConfig(num_standby_replicas=1, rack_aware_assignment_tags=("zone",))
+
+
+@dataclass(frozen=True)
+class GenerationOutcome:
+    """What one run of the job did.
+
+    Attributes:
+        subscription: The subscriptions assigned.
+        result: The (validated) assignment.
+        written: False when the generation had been assigned already (a replay wrote nothing).
+    """
+
+    subscription: Subscription
+    result: AssignmentResult
+    written: bool
+
+    @property
+    def warmups(self) -> list[tuple[str, str]]:
+        """(task, client) of every warm-up replica, in task then client order."""
+        return sorted(
+            ((task, pid) for pid, held in self.result.clients.items() for task in held.warmup),
+            key=lambda pair: (task_sort_key(pair[0]), pair[1]),
+        )
+
+
+def assign_generation(
+    store: AssignmentStore, generation: int | None = None, at: datetime | None = None
+) -> GenerationOutcome:
+    """Assign the subscriptions of ``generation`` (default: the latest) and write the assignment.
+
+    Idempotent: a generation that is assigned already is recomputed (the assignor is deterministic) but
+    not written again.
+
+    Raises:
+        NoSubscriptionsError: there are no subscriptions (of that generation).
+        InvalidAssignmentError: the assignment failed validation; nothing was written.
+    """
+    subscription = store.subscription(generation)
+    result = assign(
+        subscription.clients, subscription.stateful_tasks, subscription.stateless_tasks, store.config
+    )
+    written = store.write_assignment(subscription, result, at)
+    return GenerationOutcome(subscription, result, written)
+
+
+def summary_lines(outcome: GenerationOutcome) -> list[str]:
+    """Printable lines: the generation, its moves, warm-ups and whether a probing rebalance is needed."""
+    sub, result = outcome.subscription, outcome.result
+    moves = result.moves
+    active_moves = sum(move.role is Role.ACTIVE for move in moves)
+    lines = [
+        f"generation {sub.generation}: {len(sub.clients)} clients, {len(sub.stateful_tasks)} stateful and "
+        f"{len(sub.stateless_tasks)} stateless tasks"
+        + ("" if outcome.written else " (assigned already: nothing written)"),
+        f"  moves: {len(moves)} ({active_moves} active, {len(moves) - active_moves} standby)",
+    ]
+    for move in moves[:SHOWN]:
+        lines.append(f"    {move.task} {move.role.value}: {move.source or '-'} -> {move.destination}")
+    if len(moves) > SHOWN:
+        lines.append(f"    ... and {len(moves) - SHOWN} more")
+    warmups = outcome.warmups
+    shown = ", ".join(f"{task} on {pid}" for task, pid in warmups[:SHOWN])
+    lines.append(f"  warm-ups: {len(warmups)}" + (f" ({shown})" if warmups else ""))
+    if result.probing_rebalance_needed:
+        lines.append(f"  probing rebalance needed: yes, in {_minutes(result.probing_rebalance_after)}")
+    else:
+        lines.append("  probing rebalance needed: no")
+    return lines
+
+
+def run_assignment(
+    spark: SparkSession, root: str, config: AssignmentConfig | None = None, at: datetime | None = None
+) -> list[str]:
+    """Assign the latest subscriptions of the store at ``root`` and write the generation.
+
+    Args:
+        root: Folder of the store's tables.
+        config: Assignor settings; the store is created with them (or checked against them). None opens
+            the existing store with its own settings.
+        at: Time of the generation (default: now, UTC).
+
+    Returns:
+        The summary lines of :func:`summary_lines`.
+
+    Raises:
+        NoSubscriptionsError: the store holds no subscriptions.
+        InvalidAssignmentError: the assignment failed validation; nothing was written.
+        StoreSettingsConflictError: the store exists with other settings than ``config``.
+    """
+    store = AssignmentStore.create(spark, root, config) if config else AssignmentStore.open(spark, root)
+    return summary_lines(assign_generation(store, at=at))
+
+
+def feed_back(
+    clients: Mapping[str, ClientState],
+    held: Mapping[str, ClientAssignment],
+    leave: Iterable[str] = (),
+    lag: int = 0,
+) -> dict[str, ClientState]:
+    """The next generation's client states after each client ran what it held (a converged cluster).
+
+    Every client reports its previous roles (warm-ups count as standbys) with ``lag`` for each task it
+    held; ``leave`` are left out.
+    """
+    gone = set(leave)
+    states = {}
+    for pid, client in sorted(clients.items()):
+        if pid in gone:
+            continue
+        mine = held.get(pid, ClientAssignment())
+        states[pid] = ClientState(
+            pid,
+            client.capacity,
+            client.tags,
+            prev_active=mine.active,
+            prev_standby=mine.standby | mine.warmup,
+            task_lags=dict.fromkeys(mine.active | mine.standby | mine.warmup, lag),
+        )
+    return states
+
+
+def demo_clients() -> dict[str, ClientState]:
+    """The demo's cluster: ``c0``..``c5``, round-robin over zones ``z0``..``z2``, without local state."""
+    return {f"c{n}": ClientState(f"c{n}", tags={"zone": f"z{n % DEMO_ZONES}"}) for n in range(DEMO_CLIENTS)}
+
+
+def demo_step(spark: SparkSession, root: str, at: datetime | None = None) -> list[str]:
+    """Generation 1 on a fresh 6-client, 3-zone cluster (12 tasks, 1 standby); generation 2 after ``c5``
+    leaves. Returns lines saying what each generation did and what moved (written under ``root``)."""
+    store = AssignmentStore.create(spark, root, DEMO_CONFIG)
+    tasks = [f"0_{partition}" for partition in range(DEMO_TASKS)]
+    second_at = None if at is None else at + DEMO_CONFIG.probing_rebalance_interval
+    store.write_subscriptions(1, demo_clients(), tasks, at=at)
+    first = assign_generation(store, 1, at=at)
+    lines = [f"[assignment] {line}" for line in summary_lines(first)]
+    after = feed_back(first.subscription.clients, first.result.clients, leave=("c5",))
+    store.write_subscriptions(2, after, tasks, at=second_at)
+    second = assign_generation(store, 2, at=second_at)
+    lines.append("[assignment] c5 leaves")
+    lines += [f"[assignment] {line}" for line in summary_lines(second)]
+    lines.append(f"[assignment] tables: {store.subscriptions_path}, {store.assignment_path}")
+    return lines
+
+
+# ---------------------------------------------------------------------- command line
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's options (shared by ``jobs/assign.py`` and the CLI)."""
+    parser.add_argument("--root", required=True, help="folder of the assignment store's tables")
+    parser.add_argument("--standbys", type=int, help="num_standby_replicas (creates/checks the store)")
+    parser.add_argument("--acceptable-recovery-lag", type=int, default=10_000)
+    parser.add_argument("--max-warmup-replicas", type=int, default=2)
+    parser.add_argument("--probing-interval-minutes", type=float, default=10.0)
+    parser.add_argument("--tags", default="", help="rack-aware tag keys, highest precedence first: zone,rack")
+
+
+def config_from_args(args: argparse.Namespace) -> AssignmentConfig | None:
+    """The configuration the options give, or None (open the store as it is) without ``--standbys``."""
+    if args.standbys is None:
+        return None
+    return AssignmentConfig(
+        num_standby_replicas=args.standbys,
+        acceptable_recovery_lag=args.acceptable_recovery_lag,
+        max_warmup_replicas=args.max_warmup_replicas,
+        probing_rebalance_interval=timedelta(minutes=args.probing_interval_minutes),
+        rack_aware_assignment_tags=tuple(key.strip() for key in args.tags.split(",") if key.strip()),
+    )
+
+
+def _minutes(interval: timedelta | None) -> str:
+    return "-" if interval is None else f"{interval / timedelta(minutes=1):g} min"

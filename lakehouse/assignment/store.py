@@ -1,0 +1,485 @@
+"""``AssignmentStore``: rebalance generations (subscriptions in, assignment out) as two Delta tables.
+
+Semantics (the contract):
+
+- Each rebalance is a **generation** ``G`` (a non-negative integer that only grows). Its subscriptions (one
+  row per client, as received) and its assignment (one row per client, task and role) are each written as
+  **one atomic Delta commit**, tagged with ``txnAppId``/``txnVersion = G``: writing generation ``G`` again is
+  a no-op (a replay) and returns False; writing a generation below the last one that was never written
+  raises ``InvalidInputError``. A crash between the two commits leaves subscriptions without an
+  assignment; running the job again assigns them (the assignor is deterministic).
+- An assignment is checked with :func:`lakehouse.assignment.validate_assignment` against its
+  subscriptions and the store's configuration before anything is written; an invalid one raises
+  :class:`InvalidAssignmentError` and writes nothing.
+- Both tables are append-only history partitioned by ``generation``: "now" is the largest generation,
+  "at time T" is the largest generation whose ``time`` is ``<= T`` (or Delta's ``TIMESTAMP AS OF T``).
+  Clients of a generation that hold nothing have subscription rows but no assignment rows.
+- The assignor settings (:class:`AssignmentConfig`) are ``lakehouse.*`` table properties of both tables:
+  ``open`` reads them back, and creating the store again with other settings raises
+  ``StoreSettingsConflictError``.
+
+One writer (the scheduled assignment job) at a time; readers may run concurrently (snapshot isolation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse import delta_ops
+from lakehouse.assignment.errors import (
+    InconsistentTopologyError,
+    InvalidAssignmentError,
+    NoSubscriptionsError,
+)
+from lakehouse.assignment.state import (
+    AssignmentConfig,
+    AssignmentResult,
+    ClientAssignment,
+    ClientState,
+    Role,
+    sorted_tasks,
+)
+from lakehouse.assignment.validate import validate_assignment
+from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
+from lakehouse.schemas import load_schema
+
+APP_ID = "lakehouse.assignment_store"
+KIND = "assignment_store"
+FORMAT_VERSION = "1"
+SUBSCRIPTIONS_SCHEMA = "assignment_subscriptions"
+ASSIGNMENT_SCHEMA = "assignment"
+GENERATION = "generation"
+_P = delta_ops.PROPERTY_PREFIX
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """The subscriptions of one generation: every client's state as received, and the topology's tasks.
+
+    Attributes:
+        generation: The rebalance generation.
+        time: When the subscriptions were received.
+        clients: process id -> client state, in process-id order.
+        stateful_tasks: Stateful tasks, in task order.
+        stateless_tasks: Stateless tasks, in task order.
+    """
+
+    generation: int
+    time: datetime
+    clients: Mapping[str, ClientState]
+    stateful_tasks: tuple[str, ...]
+    stateless_tasks: tuple[str, ...]
+
+
+def config_properties(config: AssignmentConfig) -> dict[str, str]:
+    """The ``lakehouse.*`` table properties recording ``config``."""
+    return {
+        f"{_P}kind": KIND,
+        f"{_P}format_version": FORMAT_VERSION,
+        f"{_P}num_standby_replicas": str(config.num_standby_replicas),
+        f"{_P}acceptable_recovery_lag": str(config.acceptable_recovery_lag),
+        f"{_P}max_warmup_replicas": str(config.max_warmup_replicas),
+        f"{_P}probing_rebalance_interval_us": str(_micros(config.probing_rebalance_interval)),
+        f"{_P}rack_aware_assignment_tags": json.dumps(list(config.rack_aware_assignment_tags)),
+    }
+
+
+def config_from_properties(path: str, properties: Mapping[str, str]) -> AssignmentConfig:
+    """Read an :class:`AssignmentConfig` back from a table's properties.
+
+    Raises:
+        StoreSettingsConflictError: the table is not a lakehouse assignment store.
+    """
+    kind = properties.get(f"{_P}kind")
+    if kind != KIND:
+        raise StoreSettingsConflictError(path, f"{_P}kind", str(kind), KIND)
+    return AssignmentConfig(
+        num_standby_replicas=int(properties[f"{_P}num_standby_replicas"]),
+        acceptable_recovery_lag=int(properties[f"{_P}acceptable_recovery_lag"]),
+        max_warmup_replicas=int(properties[f"{_P}max_warmup_replicas"]),
+        probing_rebalance_interval=timedelta(
+            microseconds=int(properties[f"{_P}probing_rebalance_interval_us"])
+        ),
+        rack_aware_assignment_tags=tuple(json.loads(properties[f"{_P}rack_aware_assignment_tags"])),
+    )
+
+
+class AssignmentStore:
+    """Subscriptions and assignments of every generation. Build with :meth:`create` or :meth:`open`.
+
+    The tables live at ``<root>/subscriptions`` and ``<root>/assignment`` unless other paths are given.
+    """
+
+    def __init__(
+        self, spark: SparkSession, subscriptions_path: str, assignment_path: str, config: AssignmentConfig
+    ) -> None:
+        self.spark = spark
+        self.subscriptions_path = subscriptions_path
+        self.assignment_path = assignment_path
+        self.config = config
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        spark: SparkSession,
+        root: str | None,
+        config: AssignmentConfig | None = None,
+        *,
+        subscriptions_path: str | None = None,
+        assignment_path: str | None = None,
+    ) -> AssignmentStore:
+        """Create both tables (or open them if they exist with the same settings).
+
+        Args:
+            root: Folder of the two tables; may be None when both paths are given.
+            config: Assignor settings stored on the tables; default ``AssignmentConfig()``.
+            subscriptions_path: Where the subscriptions table lives (default ``<root>/subscriptions``).
+            assignment_path: Where the assignment table lives (default ``<root>/assignment``).
+
+        Raises:
+            StoreSettingsConflictError: a table exists with another schema, partitioning or config.
+        """
+        config = config or AssignmentConfig()
+        subs, assigned = _paths(root, subscriptions_path, assignment_path)
+        properties = config_properties(config)
+        for path, schema in ((subs, SUBSCRIPTIONS_SCHEMA), (assigned, ASSIGNMENT_SCHEMA)):
+            delta_ops.ensure_table(
+                spark, path, load_schema(schema), partition_by=(GENERATION,), properties=properties
+            )
+        return cls(spark, subs, assigned, config)
+
+    @classmethod
+    def open(
+        cls,
+        spark: SparkSession,
+        root: str | None,
+        *,
+        subscriptions_path: str | None = None,
+        assignment_path: str | None = None,
+    ) -> AssignmentStore:
+        """Open an existing store; its configuration is read back from the assignment table's properties.
+
+        Raises:
+            NoSubscriptionsError: a table does not exist (nothing was ever subscribed there).
+            StoreSettingsConflictError: the tables are not a lakehouse assignment store, or disagree.
+        """
+        subs, assigned = _paths(root, subscriptions_path, assignment_path)
+        for path in (subs, assigned):
+            if not DeltaTable.isDeltaTable(spark, path):
+                raise NoSubscriptionsError(path)
+        config = config_from_properties(assigned, delta_ops.table_properties(spark, assigned))
+        delta_ops.check_table_settings(
+            spark, subs, load_schema(SUBSCRIPTIONS_SCHEMA), (GENERATION,), config_properties(config)
+        )
+        return cls(spark, subs, assigned, config)
+
+    # ------------------------------------------------------------------ writes
+    def write_subscriptions(
+        self,
+        generation: int,
+        clients: Mapping[str, ClientState],
+        stateful_tasks: Iterable[str],
+        stateless_tasks: Iterable[str] = (),
+        at: datetime | None = None,
+    ) -> bool:
+        """Record the subscriptions of ``generation``: one row per client, one atomic commit.
+
+        Args:
+            generation: The generation; must be larger than every generation written before.
+            clients: process id -> the state the client reported.
+            stateful_tasks: Stateful tasks of the topology.
+            stateless_tasks: Stateless tasks of the topology.
+            at: When they were received (default: now, UTC).
+
+        Returns:
+            True if written; False if ``generation`` was written already (a replay: nothing is written).
+
+        Raises:
+            InvalidInputError: ``generation`` is negative, or below the last one without having been written.
+            AssignmentInputError: a malformed or duplicate task id, or a key that is not the client's id.
+        """
+        stateful = sorted_tasks(stateful_tasks)
+        stateless = sorted_tasks(stateless_tasks)
+        for pid, client in clients.items():
+            if client.process_id != pid:
+                raise InvalidInputError(f"clients[{pid!r}] has process_id {client.process_id!r}")
+        if not _is_new_generation(self.subscriptions_table(), self.subscriptions_path, generation):
+            return False
+        time = at or datetime.now(UTC)
+        rows = [
+            _subscription_row(generation, clients[pid], stateful, stateless, time) for pid in sorted(clients)
+        ]
+        frame = self.spark.createDataFrame(rows, load_schema(SUBSCRIPTIONS_SCHEMA)).coalesce(1)
+        options = delta_ops.writer_options(APP_ID, generation, clients=len(rows))
+        frame.write.format("delta").mode("append").options(**options).save(self.subscriptions_path)
+        return True
+
+    def write_assignment(
+        self, subscription: Subscription, result: AssignmentResult, at: datetime | None = None
+    ) -> bool:
+        """Validate ``result`` against ``subscription`` and record it as that generation's assignment.
+
+        One row per (client, task, role), one atomic commit. Nothing is written when the result is
+        invalid or the generation was written already.
+
+        Args:
+            subscription: The subscriptions the result was computed from.
+            result: The assignment.
+            at: When the generation was assigned (default: now, UTC).
+
+        Returns:
+            True if written; False if the generation was written already (a replay).
+
+        Raises:
+            InvalidAssignmentError: ``result`` breaks the contract (lists every violation).
+            InvalidInputError: the generation is below the last one written without having been written.
+        """
+        errors = validate_assignment(
+            subscription.clients,
+            subscription.stateful_tasks,
+            subscription.stateless_tasks,
+            self.config,
+            result,
+        )
+        if errors:
+            raise InvalidAssignmentError(subscription.generation, errors)
+        generation = subscription.generation
+        if not _is_new_generation(self.assignment_table(), self.assignment_path, generation):
+            return False
+        time = at or datetime.now(UTC)
+        probing_at = time + result.probing_rebalance_after if result.probing_rebalance_after else None
+        rows = [
+            (generation, pid, task, role.value, time, probing_at)
+            for pid, held in sorted(result.clients.items())
+            for task, role in sorted(held.roles().items())
+        ]
+        frame = self.spark.createDataFrame(rows, load_schema(ASSIGNMENT_SCHEMA)).coalesce(1)
+        options = delta_ops.writer_options(
+            APP_ID,
+            generation,
+            moves=len(result.moves),
+            warmups=sum(len(held.warmup) for held in result.clients.values()),
+            probing_rebalance_needed=result.probing_rebalance_needed,
+        )
+        frame.write.format("delta").mode("append").options(**options).save(self.assignment_path)
+        return True
+
+    # ------------------------------------------------------------------ reads
+    def subscriptions_table(self) -> DataFrame:
+        """Every generation's subscriptions, as the table is now."""
+        return self.spark.read.format("delta").load(self.subscriptions_path)
+
+    def assignment_table(self) -> DataFrame:
+        """Every generation's assignment rows, as the table is now."""
+        return self.spark.read.format("delta").load(self.assignment_path)
+
+    def latest_generation(self) -> int | None:
+        """The largest generation with subscriptions, or None."""
+        return _max_generation(self.subscriptions_table())
+
+    def latest_assigned_generation(self) -> int | None:
+        """The largest generation with a written assignment, or None."""
+        return _max_generation(self.assignment_table())
+
+    def subscription(self, generation: int | None = None) -> Subscription:
+        """The subscriptions of ``generation`` (default: the latest).
+
+        Raises:
+            NoSubscriptionsError: there is no such generation.
+            InconsistentTopologyError: its clients subscribed with different task sets.
+        """
+        if generation is None:
+            generation = self.latest_generation()
+            if generation is None:
+                raise NoSubscriptionsError(self.subscriptions_path)
+        table = self.subscriptions_table().where(F.col(GENERATION) == generation)
+        rows = table.withColumn("time", F.unix_micros("time")).collect()
+        if not rows:
+            raise NoSubscriptionsError(self.subscriptions_path, generation)
+        rows.sort(key=lambda row: row["process_id"])
+        first = rows[0]
+        for row in rows[1:]:
+            same = row["stateful_tasks"] == first["stateful_tasks"]
+            if not same or row["stateless_tasks"] != first["stateless_tasks"]:
+                raise InconsistentTopologyError(generation, row["process_id"], first["process_id"])
+        return Subscription(
+            generation=generation,
+            time=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=first["time"]),
+            clients={row["process_id"]: _client_state(row) for row in rows},
+            stateful_tasks=tuple(first["stateful_tasks"]),
+            stateless_tasks=tuple(first["stateless_tasks"]),
+        )
+
+    def latest_subscriptions(self) -> dict[str, ClientState]:
+        """process id -> client state, of the latest generation.
+
+        Raises:
+            NoSubscriptionsError: nothing was subscribed yet.
+        """
+        return dict(self.subscription().clients)
+
+    def assignment(self, generation: int | None = None) -> DataFrame:
+        """The assignment rows of ``generation`` (default: the latest assigned one; empty if none).
+
+        Lazy: no Spark job runs until the frame is used.
+        """
+        table = self.assignment_table()
+        if generation is not None:
+            return table.where(F.col(GENERATION) == generation)
+        latest = table.agg(F.max(GENERATION).alias(GENERATION))
+        return table.join(latest, on=GENERATION, how="left_semi")
+
+    def held(self, generation: int | None = None) -> dict[str, ClientAssignment]:
+        """Client -> the tasks it holds in ``generation`` (default: the latest assigned one).
+
+        Every client subscribed in that generation is present, those holding nothing too. Empty when
+        nothing was assigned yet.
+        """
+        rows = self.assignment(generation).select(GENERATION, "client", "task", "role")
+        clients = self.subscriptions_table().select(GENERATION, F.col("process_id").alias("client"))
+        generations = rows.select(GENERATION).distinct() if generation is None else None
+        if generations is not None:
+            clients = clients.join(generations, on=GENERATION, how="left_semi")
+        else:
+            clients = clients.where(F.col(GENERATION) == generation)
+        joined = clients.join(rows, on=[GENERATION, "client"], how="left").select("client", "task", "role")
+        roles: dict[str, dict[Role, set[str]]] = {}
+        for row in joined.collect():
+            by_role = roles.setdefault(row["client"], {role: set() for role in Role})
+            if row["task"] is not None:
+                by_role[Role(row["role"])].add(row["task"])
+        return {
+            pid: ClientAssignment(*(frozenset(by_role[r]) for r in (Role.ACTIVE, Role.STANDBY, Role.WARMUP)))
+            for pid, by_role in sorted(roles.items())
+        }
+
+    # ------------------------------------------------------------------ SQL
+    def register(self, prefix: str = "lakehouse") -> tuple[str, str]:
+        """Make the tables SQL-queryable as ``<prefix>_subscriptions`` and ``<prefix>_assignment``.
+
+        They are registered as external catalog tables over the store's paths (metadata only), so SQL can
+        also time-travel them (``TIMESTAMP AS OF``). A name already registered for another location is
+        re-pointed if it is an external table. See :mod:`lakehouse.assignment.queries` for the questions
+        they answer.
+
+        Returns:
+            The two table names.
+
+        Raises:
+            InvalidInputError: ``prefix`` is not an SQL identifier.
+            StoreSettingsConflictError: a managed table already has one of the names.
+        """
+        if not _IDENTIFIER.fullmatch(prefix):
+            raise InvalidInputError(f"prefix must be an SQL identifier, got {prefix!r}")
+        names = (f"{prefix}_subscriptions", f"{prefix}_assignment")
+        for name, path in zip(names, (self.subscriptions_path, self.assignment_path), strict=True):
+            _register_table(self.spark, name, path)
+        return names
+
+
+def _register_table(spark: SparkSession, name: str, path: str) -> None:
+    if spark.catalog.tableExists(name):
+        detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
+        location = "" if detail is None else str(detail["location"])
+        if _same_location(location, path):
+            return
+        if spark.catalog.getTable(name).tableType != "EXTERNAL":
+            raise StoreSettingsConflictError(name, "location", location, path)
+        # An external table: dropping it removes the catalog entry only, never its files.
+        spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"CREATE TABLE {name} USING DELTA LOCATION '{path}'")
+
+
+def _same_location(location: str, path: str) -> bool:
+    def normalized(text: str) -> str:
+        if text.startswith("file:"):
+            text = text[len("file:") :].lstrip("/")
+            text = "/" + text
+        elif "://" not in text:
+            text = os.path.abspath(text)
+        return text.rstrip("/")
+
+    return normalized(location) == normalized(path)
+
+
+def _paths(root: str | None, subscriptions: str | None, assignment: str | None) -> tuple[str, str]:
+    if root is None and (subscriptions is None or assignment is None):
+        raise InvalidInputError("give either root or both subscriptions_path and assignment_path")
+    return (subscriptions or f"{root}/subscriptions", assignment or f"{root}/assignment")
+
+
+def _subscription_row(
+    generation: int,
+    client: ClientState,
+    stateful: list[str],
+    stateless: list[str],
+    time: datetime,
+) -> tuple[Any, ...]:
+    return (
+        generation,
+        client.process_id,
+        client.capacity,
+        dict(client.tags),
+        sorted_tasks(client.prev_active),
+        sorted_tasks(client.prev_standby),
+        dict(client.task_lags),
+        stateful,
+        stateless,
+        time,
+    )
+
+
+def _client_state(row: Row) -> ClientState:
+    return ClientState(
+        process_id=row["process_id"],
+        capacity=row["capacity"],
+        tags=row["tags"],
+        prev_active=frozenset(row["prev_active"]),
+        prev_standby=frozenset(row["prev_standby"]),
+        task_lags=row["task_lags"],
+    )
+
+
+def _is_new_generation(table: DataFrame, path: str, generation: int) -> bool:
+    """True if ``generation`` is new for the table, False if it is written already (a replay).
+
+    Read from the table's partition values in one aggregate (the commit's ``txnVersion`` guards the
+    write itself).
+
+    Raises:
+        InvalidInputError: ``generation`` is negative, or below the last one without having been written.
+    """
+    if generation < 0:
+        raise InvalidInputError(f"generation must be >= 0, got {generation}")
+    row = table.agg(
+        F.max(GENERATION).alias("last"), F.max(F.col(GENERATION) == generation).alias("seen")
+    ).first()
+    if row is None or row["last"] is None or generation > row["last"]:
+        return True
+    if row["seen"]:
+        return False
+    raise InvalidInputError(
+        f"generation {generation} was never written to {path} but is below the last generation "
+        f"{row['last']}: generations must increase"
+    )
+
+
+def _max_generation(table: DataFrame) -> int | None:
+    row = table.agg(F.max(GENERATION).alias("g")).first()
+    return None if row is None or row["g"] is None else int(row["g"])
+
+
+def _micros(duration: timedelta) -> int:
+    return duration // timedelta(microseconds=1)
