@@ -258,7 +258,8 @@ def test_sql_over_state_answers_each_question_in_one_statement(spark: SparkSessi
         "AND NOT tombstone"
     ).collect()
     every_key = spark.sql(
-        f"SELECT k, v FROM rates WHERE valid_from <= {t} AND (valid_to IS NULL OR valid_to > {t}) AND NOT tombstone"
+        f"SELECT k, v FROM rates WHERE valid_from <= {t} AND (valid_to IS NULL OR valid_to > {t}) "
+        "AND NOT tombstone"
     ).collect()
     history = spark.sql(
         "SELECT v, valid_from, valid_to FROM rates WHERE k = 'GBP' ORDER BY valid_from"
