@@ -1,0 +1,65 @@
+"""Bad input gives a clear error and writes nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse.dedup import Deduplicator
+from lakehouse.delta_ops import latest_version
+from lakehouse.errors import InvalidInputError, SchemaMismatchError, StoreSettingsConflictError
+from tests.dedup.helpers import at, frame
+from tests.reference.dedup import Rec
+
+INTERVAL = timedelta(seconds=10)
+RECORDS = [Rec(("a",), 1, 0, 0, "x")]
+
+
+def test_negative_interval_rejected_before_anything_is_written(spark: SparkSession, table_path: str) -> None:
+    with pytest.raises(InvalidInputError, match="interval must be >= 0"):
+        Deduplicator.create(spark, table_path, by="id", interval=timedelta(seconds=-1))
+    with pytest.raises(InvalidInputError, match="timedelta"):
+        Deduplicator.create(spark, table_path, by="id", interval=10)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="system column"):
+        Deduplicator.create(spark, table_path, by="entry_ts", interval=INTERVAL)
+    assert not Path(table_path).exists()
+
+
+def test_index_created_with_other_settings_conflicts(spark: SparkSession, table_path: str) -> None:
+    Deduplicator.create(spark, table_path, by="id", interval=INTERVAL)
+    with pytest.raises(StoreSettingsConflictError) as conflict:
+        Deduplicator.create(spark, table_path, by="key", interval=INTERVAL)
+    assert conflict.value.setting == "lakehouse.dedup.by"
+    with pytest.raises(StoreSettingsConflictError, match="interval_us"):
+        Deduplicator.create(spark, table_path, by="id", interval=2 * INTERVAL)
+    assert Deduplicator.open(spark, table_path).settings.interval == INTERVAL
+
+
+def test_open_refuses_a_table_that_is_not_a_dedup_index(spark: SparkSession, table_path: str) -> None:
+    spark.range(1).write.format("delta").save(table_path)
+    with pytest.raises(StoreSettingsConflictError, match=r"lakehouse\.kind"):
+        Deduplicator.open(spark, table_path)
+
+
+def test_bad_batches_write_nothing(spark: SparkSession, table_path: str) -> None:
+    dedup = Deduplicator.create(spark, table_path, by="id", interval=INTERVAL)
+    table = DeltaTable.forPath(spark, table_path)
+    version = latest_version(table)
+    good = frame(spark, RECORDS, ("id",))
+    with pytest.raises(SchemaMismatchError, match="offset"):
+        dedup.apply(good.drop("offset"), batch_id=0)
+    with pytest.raises(SchemaMismatchError, match="id"):
+        dedup.apply(good.drop("id"), batch_id=0)
+    with pytest.raises(SchemaMismatchError, match="timestamp"):
+        dedup.apply(good.withColumn("timestamp", good["timestamp"].cast("string")), batch_id=0)
+    null_ts = spark.createDataFrame([("k", "a", "v", 0, 0, None), ("k", "b", "v", 0, 1, at(1))], good.schema)
+    with pytest.raises(InvalidInputError, match="NULL timestamp"):
+        dedup.apply(null_ts, batch_id=0)
+    assert latest_version(table) == version
+    dedup.apply(good, batch_id=0).count()
+    with pytest.raises(SchemaMismatchError, match="id"):
+        dedup.apply(good.withColumn("id", good["offset"]), batch_id=1)
