@@ -16,7 +16,10 @@ That is KIP-708's algorithm with its fallback made gradual:
 
 Stickiness: among the clients of the best gain, a client that already has state for the task (the
 previous active or a standby, most caught-up first) is kept while it stays within its balanced share of
-replicas or is no more loaded than the least-loaded candidate.
+replicas or is less loaded than the least-loaded candidate. A client that held the task as a standby in the
+previous generation is also kept beyond its share when every client of that tier is at or beyond its
+share (tags forced the placement; moving it would be churn without better balance), up to the number of
+replicas it held then.
 """
 
 from __future__ import annotations
@@ -101,16 +104,27 @@ class _Placer:
             else:
                 head = min(filter(None, (self._head(group, holders) for group in groups)), default=None)
             if head is not None:
-                return self._sticky(task, holders, used, seen, head[0]) or head[1]
+                return self._sticky(task, holders, used, seen, head) or head[1]
         raise AssertionError(f"no client left for a standby of {task}")
 
     def _sticky(
-        self, task: str, holders: set[str], used: list[set[str]], seen: Seen, least: float
+        self, task: str, holders: set[str], used: list[set[str]], seen: Seen, head: tuple[float, str]
     ) -> str | None:
+        least, least_pid = head
+        tier_is_full = self.load[least_pid] >= self.share[least_pid]
         for pid in self.ctx.state_holders[task]:
             if pid in holders or _seen(self.ctx.tags[pid], used) != seen:
                 continue
             if self.load[pid] < self.share[pid] or self.ratio[pid] < least:
+                return pid
+            # A previous standby beyond its share keeps the standby when even the least-loaded client of
+            # the tier has no room (tags forced it there; a move would not improve balance), up to the
+            # replicas it held before.
+            if (
+                tier_is_full
+                and task in self.ctx.prev_standby[pid]
+                and self.load[pid] < self.ctx.prev_load[pid]
+            ):
                 return pid
         return None
 

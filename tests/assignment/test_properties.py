@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +51,7 @@ def test_every_assignment_satisfies_the_contract(case: tuple) -> None:
 
 @FAST
 @given(clusters())
-def test_feeding_a_converged_assignment_back_keeps_every_active(case: tuple) -> None:
+def test_stable_membership_and_lags_keep_every_active_and_need_no_probing(case: tuple) -> None:
     clients, tasks, stateless, config = case
     fresh = {pid: ClientState(pid, c.capacity, c.tags) for pid, c in clients.items()}
     first = assign(fresh, tasks, stateless, config)
@@ -72,8 +70,10 @@ def test_feeding_a_converged_assignment_back_keeps_every_active(case: tuple) -> 
     assert {pid: c.active for pid, c in second.clients.items()} == {
         pid: c.active for pid, c in first.clients.items()
     }
-    assert not second.probing_rebalance_needed
-    # Known gap: a standby placed beyond its client's balanced share (forced there by tags) may move once.
+    assert not second.probing_rebalance_needed and not any(c.warmup for c in second.clients.values())
+    # Known gap (issue 6): a standby placed beyond its client's share while another client of the same tag
+    # tier still had room may move once; keeping it whatever the load made scale-out leave new clients
+    # without standbys (16/16/16/0/0/0 replicas instead of 8 each), so it is only kept when the tier is full.
     assert all(move.role == "standby" for move in second.moves)
 
 
@@ -89,9 +89,30 @@ def test_rack_aware_diversity_is_at_least_a_least_loaded_baseline(case: tuple) -
     blind = tag_diversity(
         assign(fresh, tasks, (), AssignmentConfig(config.num_standby_replicas)), fresh, KEYS
     )
-    assert _total(ours) >= _total(blind)
+    # Tag keys count in precedence order (KIP-708): more distinct zones beats more distinct clusters.
+    assert _totals(ours) >= _totals(blind)
     assert sum(d[0] for d in ours.values()) >= sum(d[0] for d in blind.values())
 
 
-def _total(diversity: dict[str, tuple[int, ...]]) -> Counter[int]:
-    return Counter({i: sum(d[i] for d in diversity.values()) for i in range(len(KEYS))})
+def _totals(diversity: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    return tuple(sum(d[i] for d in diversity.values()) for i in range(len(KEYS)))
+
+
+def test_scale_out_spreads_standbys_onto_the_new_clients() -> None:
+    tasks = [f"0_{p}" for p in range(24)]
+    config = AssignmentConfig(2, acceptable_recovery_lag=2**63 - 1, rack_aware_assignment_tags=("zone",))
+    zones = {f"c{n}": {"zone": f"z{n % 3}"} for n in range(6)}
+    first = assign({pid: ClientState(pid, 1, zones[pid]) for pid in ("c0", "c1", "c2")}, tasks, (), config)
+    held = {pid: first.clients.get(pid) for pid in zones}
+    grown = {
+        pid: ClientState(
+            pid,
+            1,
+            zones[pid],
+            prev_active=held[pid].active if held[pid] else frozenset(),
+            prev_standby=held[pid].standby if held[pid] else frozenset(),
+        )
+        for pid in zones
+    }
+    second = assign(grown, tasks, (), config)
+    assert [(len(c.active), len(c.standby)) for c in second.clients.values()] == [(4, 8)] * 6

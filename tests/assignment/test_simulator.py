@@ -29,7 +29,7 @@ def test_scenarios_stay_valid_available_and_converge_balanced(name: str, standby
         assert step.generations[step.converged_after - 1].skew <= 1.0
 
 
-@pytest.mark.parametrize("standbys", [0, 1])
+@pytest.mark.parametrize("standbys", [0, 1, 2])
 def test_converges_within_kafkas_bound_after_adding_clients(standbys: int) -> None:
     config = AssignmentConfig(num_standby_replicas=standbys, max_warmup_replicas=2)
     (_, added) = simulate(SCENARIOS["scale out 3 -> 6"], config, INSTANT_RESTORE)
