@@ -96,6 +96,7 @@ class Deduplicator:
         self._cached: DataFrame | None = None
         self._id_schema: T.StructType | None = None
         self._with_ids: set[str] = set()
+        self._sink_app: str | None = None
         #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
         self._after_commit: Callable[[str], None] = lambda step: None
 
@@ -167,8 +168,8 @@ class Deduplicator:
 
     def stream_times(self) -> dict[int, datetime]:
         """Stream time of each task seen so far (task = partition, or 0 for one global task)."""
-        version = delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
-        return {task: _datetime(us) for task, us in self._stream_times(version).items()}
+        _, stream_times = self._stream_times(None)
+        return {task: _datetime(us) for task, us in stream_times.items()}
 
     # ------------------------------------------------------------------ batches
     def apply(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
@@ -205,8 +206,7 @@ class Deduplicator:
 
         With one task per partition the bound follows the task with the smallest stream time.
         """
-        version = delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
-        stream_times = self._stream_times(version)
+        _, stream_times = self._stream_times(None)
         if not stream_times:
             return PurgeResult(None, 0, 0, None)
         oldest = min(stream_times.values())
@@ -223,8 +223,7 @@ class Deduplicator:
     def _apply(self, df: DataFrame, batch_id: int | None) -> tuple[DataFrame, DedupStats]:
         self._check_input(df)
         new = batch_id is None or delta_ops.check_new_batch(self.spark, self.path, APP_ID, batch_id)
-        version = self._version_before(batch_id, new)
-        stream_times = self._stream_times(version)
+        version, stream_times = self._read_point(batch_id, new)
         prepared = _resolve.prepare(df, self.settings, stream_times)
         live = self._live_entries(version, stream_times, df.schema)
         resolved = _resolve.resolve(prepared, live, self.settings, df.columns)
@@ -260,26 +259,31 @@ class Deduplicator:
             self._id_schema = stored
         return stored
 
-    def _version_before(self, batch_id: int | None, new: bool) -> int:
+    def _read_point(self, batch_id: int | None, new: bool) -> tuple[int, dict[int, int]]:
+        """The index version to read (latest, or before a replayed batch's commit) and its stream times."""
         if new or batch_id is None:
-            return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.path))
+            return self._stream_times(None)
         committed = delta_ops.batch_commit_version(self.spark, self.path, APP_ID, batch_id)
         if committed is None:
             raise LakehouseInternalError(f"batch {batch_id} is a replay but has no commit on {self.path}")
-        return committed - 1
+        return self._stream_times(committed - 1)
 
-    def _stream_times(self, version: int) -> dict[int, int]:
-        """Stream time (us) of each task as recorded by the newest batch commit at or before ``version``."""
+    def _stream_times(self, version: int | None) -> tuple[int, dict[int, int]]:
+        """``version`` (default: the latest) and the tasks' stream times (us) recorded at or before it."""
         table = DeltaTable.forPath(self.spark, self.path)
         for history in (table.history(_RECENT_COMMITS), table.history()):
-            rows = history.where(F.col("version") <= version).select("version", "userMetadata").collect()
+            rows = history.select("version", "userMetadata").collect()
+            if version is None:
+                version = max(int(r["version"]) for r in rows)
             for row in sorted(rows, key=lambda r: -int(r["version"])):
                 recorded = _recorded_stream_times(row["userMetadata"])
-                if recorded is not None:
-                    return recorded
+                if int(row["version"]) <= version and recorded is not None:
+                    return version, recorded
             if len(rows) < _RECENT_COMMITS:
                 break
-        return {}
+        if version is None:
+            raise LakehouseInternalError(f"the index at {self.path} has no commit")
+        return version, {}
 
     def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
         index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
@@ -382,7 +386,9 @@ class Deduplicator:
         dropped.write.format("delta").mode("append").options(**options).save(path)
 
     def _sink_app_id(self) -> str:
-        return f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
+        if self._sink_app is None:
+            self._sink_app = f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
+        return self._sink_app
 
     def _release(self) -> None:
         if self._cached is not None:
