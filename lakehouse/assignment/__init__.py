@@ -1,7 +1,8 @@
 """Task assignment: a sticky high-availability assignor with rack-aware standbys (KIP-441, KIP-708).
 
 :func:`assign` is a pure function from the clients' reported state to an :class:`AssignmentResult`;
-:func:`validate_assignment` checks a result against the contract before it is committed.
+:func:`validate_assignment` checks a result against the contract before it is committed;
+:class:`AssignmentStore` keeps every generation's subscriptions and assignment in Delta.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from lakehouse.assignment.errors import (
     AssignmentInputError,
     ClientIdMismatchError,
     DuplicateTaskError,
+    InconsistentTopologyError,
     InvalidAssignmentConfigError,
+    InvalidAssignmentError,
     InvalidCapacityError,
     InvalidTaskIdError,
     NegativeLagError,
+    NoSubscriptionsError,
     UnknownTagKeyError,
 )
 from lakehouse.assignment.standby import tag_diversity
@@ -28,6 +32,7 @@ from lakehouse.assignment.state import (
     sorted_tasks,
     task_sort_key,
 )
+from lakehouse.assignment.store import AssignmentStore, Subscription
 from lakehouse.assignment.validate import AssignmentError, AssignmentErrorKind, validate_assignment
 
 __all__ = [
@@ -36,15 +41,20 @@ __all__ = [
     "AssignmentErrorKind",
     "AssignmentInputError",
     "AssignmentResult",
+    "AssignmentStore",
     "ClientAssignment",
     "ClientIdMismatchError",
     "ClientState",
     "DuplicateTaskError",
+    "InconsistentTopologyError",
     "InvalidAssignmentConfigError",
+    "InvalidAssignmentError",
     "InvalidCapacityError",
     "InvalidTaskIdError",
     "NegativeLagError",
+    "NoSubscriptionsError",
     "Role",
+    "Subscription",
     "TaskMove",
     "UnknownTagKeyError",
     "assign",
