@@ -6,7 +6,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from lakehouse.assignment.job import add_arguments as add_assign_arguments
+from lakehouse.assignment.job import config_from_args, run_assignment
 from lakehouse.config import Settings, load_settings
+from lakehouse.demo import DemoSize, run_demo
+from lakehouse.doctor import run_doctor, versions
 from lakehouse.errors import LakehouseError
 from lakehouse.session import get_spark, warehouse_uri
 
@@ -21,26 +25,26 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _cmd_version(args: argparse.Namespace, settings: Settings) -> int:
-    from lakehouse.doctor import versions
-
     for name, version in versions().items():
         print(f"{name}: {version}")
     return 0
 
 
 def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from lakehouse.doctor import run_doctor
-
     run_doctor(get_spark(dict(args.conf), settings))
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from lakehouse.demo import DemoSize, run_demo
-
     spark = get_spark(dict(args.conf), settings)
     root = args.root or f"{warehouse_uri(settings)}/demo"
     run_demo(spark, root, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
+    return 0
+
+
+def _cmd_assign(args: argparse.Namespace, settings: Settings) -> int:
+    for line in run_assignment(get_spark(dict(args.conf), settings), args.root, config_from_args(args)):
+        print(line)
     return 0
 
 
@@ -87,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rate-updates", type=int, default=40, help="currency-rate updates to generate")
     demo.add_argument("--transactions", type=int, default=200, help="transactions to generate")
     demo.set_defaults(run=_cmd_demo)
+
+    assign = commands.add_parser(
+        "assign", help="assign tasks for the latest subscriptions and write the generation to Delta"
+    )
+    add_assign_arguments(assign)
+    assign.set_defaults(run=_cmd_assign)
     return parser
 
 

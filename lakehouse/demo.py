@@ -14,7 +14,10 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse.assignment.job import demo_step as assignment_demo_step
+from lakehouse.dedup.demo import demo_step as dedup_demo_step
 from lakehouse.schemas import load_schema
+from lakehouse.versioned.demo import demo_step as versioned_demo_step
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CURRENCIES = ("EUR", "GBP", "JPY", "CHF")
@@ -115,3 +118,8 @@ def run_demo(
     transactions(spark, size).write.format("delta").mode("overwrite").save(txn_path)
     n_txn = spark.read.format("delta").load(txn_path).count()
     echo(f"[inputs] {n_txn} transaction records (with at-least-once re-sends) -> {txn_path}")
+    _, lines = versioned_demo_step(spark, root, rates_path, T0)
+    lines += dedup_demo_step(spark, root)
+    lines += assignment_demo_step(spark, f"{root}/assignment")
+    for line in lines:
+        echo(line)

@@ -9,7 +9,7 @@ from lakehouse.cli import build_parser, main
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert {"version", "doctor", "demo"} <= set(commands)
+    assert {"version", "doctor", "demo", "assign"} <= set(commands)
     for name in [*commands, None]:
         with pytest.raises(SystemExit) as raised:
             main([name, "--help"] if name else ["--help"])

@@ -28,3 +28,8 @@ def test_demo_writes_its_inputs(spark: SparkSession, tmp_path: Path) -> None:
     txns = spark.read.format("delta").load(str(tmp_path / "transactions"))
     assert txns.agg(F.countDistinct("txn_id")).first()[0] == 50
     assert any("currency-rate updates" in line for line in lines)
+    assert any(line.startswith("[versioned] put_all: 20 updates") for line in lines)
+    assert any(line.startswith("[versioned] EUR now:") for line in lines)
+    rerun: list[str] = []
+    run_demo(spark, str(tmp_path), DemoSize(rate_updates=20, transactions=50), rerun.append)
+    assert any("replay skipped" in line for line in rerun)
