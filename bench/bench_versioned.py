@@ -1,4 +1,4 @@
-"""Versioned store benchmark: put_all vs the textbook SCD2 MERGE vs a plain append, table-size scaling, expiry.
+"""Versioned store benchmark: put_all vs textbook SCD2 MERGE vs plain append; table-size scaling; expiry.
 
 Run: ``.venv/bin/python bench/bench_versioned.py [--keys 1000000 --versions 5 --batch 100000]``; writes
 ``bench/RESULTS_versioned.md``. Every peer runs in this one process on the same generated data.
@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> list[str]:
     root = Path(tempfile.mkdtemp(prefix="bench-versioned-"))
     lines = [
         f"Machine: 2 cores; `local[*]`, {args.partitions} shuffle partitions. Store: {args.keys:,} keys; "
-        f"batch {args.batch:,} updates, {args.late:.0%} out of order. Retention {RETENTION}, segments {INTERVAL}.",
+        f"batch {args.batch:,} updates, {args.late:.0%} out of order. "
+        f"Retention {RETENTION}, segments {INTERVAL}.",
         "",
         "| workload | store versions | put_all (s) | SCD2 MERGE (s) | plain append (s) | put_all / append |",
         "|---|---|---|---|---|---|",
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace) -> list[str]:
         floor = timed(lambda v=versions, b=batch: b.write.format("delta").save(str(root / f"append_{v}")))
         per_batch[versions] = ours
         lines.append(
-            f"| 1 batch | {args.keys * versions:,} | {ours:.1f} | {peer:.1f} | {floor:.1f} | {ours / floor:.2f}x |"
+            f"| 1 batch | {args.keys * versions:,} | {ours:.1f} | {peer:.1f} | {floor:.1f} "
+            f"| {ours / floor:.2f}x |"
         )
         batch.unpersist()
         shutil.rmtree(root / f"scd2_{versions}", ignore_errors=True)

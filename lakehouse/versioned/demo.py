@@ -42,9 +42,10 @@ def demo_step(
     )
     assert versions is not None
     lines.append(
-        f"[versioned] put_all: {result.records} updates, {result.dropped} dropped as older than stream time minus "
-        f"{HISTORY_RETENTION}; store holds {versions['versions']} versions ({versions['tombstones']} tombstones, "
-        f"{versions['historical']} in {versions['segments']} validTo segments), stream time {result.stream_time}"
+        f"[versioned] put_all: {result.records} updates, {result.dropped} dropped as older than stream time "
+        f"minus {HISTORY_RETENTION}; store holds {versions['versions']} versions "
+        f"({versions['tombstones']} tombstones, {versions['historical']} in {versions['segments']} validTo "
+        f"segments), stream time {result.stream_time}"
     )
     probe = t0 + timedelta(minutes=10)
     now, then = store.get("EUR"), store.get("EUR", as_of=probe)
