@@ -1,0 +1,326 @@
+"""``asof_join``: each stream record joined with the table version valid at the record's time.
+
+Semantics (the contract; bounds matter):
+
+- A stream record with key K and time t matches the version of K whose ``[valid_from, valid_to)``
+  contains t (inclusive at ``valid_from``, exclusive at ``valid_to``; ``valid_to`` NULL is open). That is
+  exactly what ``VersionedStore.get(K, as_of=t)`` returns.
+- Tombstoned at t, or no version of K at or before t, or a NULL key or time: no match (NULL table columns
+  for ``how="left"``, no row for ``how="inner"``).
+- Expired lookups (a ``VersionedStore`` only): at ``t < stream_time - history_retention`` only the latest
+  version may answer, when it is not a tombstone and ``valid_from <= t``; otherwise no match, never an
+  older version that happens to be stored still. Such lookups are counted (:class:`AsOfJoinStats`) and
+  logged as a warning.
+- A batch is not a stream: the join sees every table version committed when it runs, whatever the order
+  in which stream and table records arrived. Kafka Streams looks up at each stream record's arrival, so
+  a table update arriving after the stream record is missed there and seen here (and a later re-run can
+  give another answer if the table changed; pin the store's Delta version for reproducible re-runs).
+- Output: every stream column, then the table's value columns and the matched version's ``valid_from``,
+  named ``prefix + name + suffix``. A name that clashes with a stream column raises
+  :class:`ColumnClashError`. The key columns are the stream's (not repeated).
+
+Execution: one small aggregate over the stream batch (min and max time, expired count), then one
+equi-join on (key, time bucket) with the range condition as a join filter: never a cross join, never a
+collect. The table side is pruned with literal bounds from the batch: validTo segments below the batch's
+start (or below the retention horizon) are not read (Delta partition pruning), and versions starting after
+the batch's end are skipped by file statistics. Each version is repeated once per bucket its validity
+covers within the batch's time range (at most ``max_buckets + 1`` times), so a hot key's events and
+versions spread over up to that many join tasks instead of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.asof._source import SEGMENT, TOMBSTONE, VALID_FROM, VALID_TO, VersionSource, source_of
+from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
+from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.segments import from_micros, micros, segment_of
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BUCKETS = 8
+_HOW = ("left", "inner")
+_T = "__asof_t"
+_STREAM_BUCKET = "__asof_stream_bucket"
+_TABLE_BUCKET = "__asof_table_bucket"
+_FROM = "__asof_valid_from"
+_TO = "__asof_valid_to"
+_KEY = "__asof_key_{}"
+
+
+class ColumnClashError(InvalidInputError):
+    """A column the join adds has the name of a stream column; give ``prefix=`` or ``suffix=``."""
+
+    def __init__(self, clashes: list[str]) -> None:
+        self.clashes = clashes
+        super().__init__(
+            f"as-of join output columns {clashes} clash with stream columns; "
+            "pass prefix= or suffix= to rename the table's columns"
+        )
+
+
+@dataclass(frozen=True)
+class AsOfJoinStats:
+    """What the join's one aggregate found, and the plan it chose.
+
+    Attributes:
+        records: Stream records in the batch.
+        expired_lookups: Records with ``t < stream_time - history_retention`` (answered by the latest
+            version only, or not at all).
+        min_time / max_time: The batch's time range (None for an empty batch or all-NULL times).
+        bucket: Width of the time buckets of the equi-join.
+        first_segment: The oldest validTo segment read (None: no segment pruning applied).
+    """
+
+    records: int
+    expired_lookups: int
+    min_time: datetime | None
+    max_time: datetime | None
+    bucket: timedelta
+    first_segment: int | None
+
+
+@dataclass(frozen=True)
+class AsOfJoinResult:
+    """The joined frame (lazy) and the stats of the batch it was planned for."""
+
+    frame: DataFrame
+    stats: AsOfJoinStats
+
+
+def asof_join(
+    stream_df: DataFrame,
+    store: VersionedStore | DataFrame,
+    on: str | Sequence[str] | None = None,
+    timestamp: str = "timestamp",
+    how: str = "left",
+    prefix: str = "",
+    suffix: str = "",
+    bucket: timedelta | None = None,
+    max_buckets: int = DEFAULT_MAX_BUCKETS,
+) -> DataFrame:
+    """Join each stream record with the table version valid at its ``timestamp`` (see the module doc).
+
+    Args:
+        stream_df: The stream batch: the key columns and a TIMESTAMP ``timestamp`` column.
+        store: A :class:`VersionedStore`, or a DataFrame with the key columns, TIMESTAMP ``valid_from``
+            and ``valid_to`` (NULL: open), an optional boolean ``tombstone`` and value columns.
+        on: Key column(s), named alike on both sides; default: the store's key columns.
+        how: ``"left"`` (keep unmatched stream records) or ``"inner"``.
+        prefix / suffix: Added to the names of the table's value columns and ``valid_from``.
+        bucket: Width of the join's time buckets; default: the batch's time range / ``max_buckets``.
+        max_buckets: Upper bound on the buckets of a batch when ``bucket`` is not given.
+
+    Returns:
+        A lazy DataFrame: the stream's columns, then the value columns and ``<prefix>valid_from<suffix>``.
+
+    Raises:
+        ColumnClashError: an added column would shadow a stream column.
+        SchemaMismatchError: a missing key or timestamp column, or a timestamp that is not TIMESTAMP.
+        InvalidInputError: a bad ``how``, ``on``, ``bucket`` or ``max_buckets``.
+
+    Examples:
+        >>> priced = asof_join(transactions, rates_store, timestamp="event_time")  # doctest: +SKIP
+    """
+    return asof_join_with_stats(
+        stream_df, store, on, timestamp, how, prefix, suffix, bucket, max_buckets
+    ).frame
+
+
+def asof_join_with_stats(
+    stream_df: DataFrame,
+    store: VersionedStore | DataFrame,
+    on: str | Sequence[str] | None = None,
+    timestamp: str = "timestamp",
+    how: str = "left",
+    prefix: str = "",
+    suffix: str = "",
+    bucket: timedelta | None = None,
+    max_buckets: int = DEFAULT_MAX_BUCKETS,
+) -> AsOfJoinResult:
+    """:func:`asof_join`, also returning the batch's :class:`AsOfJoinStats` (expired lookups, plan)."""
+    if how not in _HOW:
+        raise InvalidInputError(f"how must be one of {list(_HOW)}, got {how!r}")
+    if max_buckets < 1:
+        raise InvalidInputError(f"max_buckets must be >= 1, got {max_buckets}")
+    if bucket is not None and bucket < timedelta(microseconds=1):
+        raise InvalidInputError(f"bucket must be >= 1 microsecond, got {bucket}")
+    source = source_of(store, on)
+    _check_stream(stream_df, source.keys, timestamp)
+    renamed = {v: f"{prefix}{v}{suffix}" for v in (*source.values, VALID_FROM)}
+    _check_clashes(stream_df, list(renamed.values()))
+    batch = _batch_stats(stream_df, timestamp, source, bucket, max_buckets)
+    stats = batch.stats
+    if stats.expired_lookups:
+        log.warning(
+            "as-of join: %d stream record(s) older than the store's stream time minus history retention "
+            "(horizon %s): answered by the latest version only, or not matched",
+            stats.expired_lookups,
+            from_micros(source.horizon_us or 0),
+        )
+    versions = _bucketed_versions(_pruned_versions(source, batch), source, renamed, batch)
+    frame = _join(stream_df, versions, source, timestamp, how, renamed, batch)
+    return AsOfJoinResult(frame, stats)
+
+
+# ---------------------------------------------------------------------- phases
+def _check_stream(stream_df: DataFrame, keys: tuple[str, ...], timestamp: str) -> None:
+    types = {f.name: f.dataType for f in stream_df.schema.fields}
+    missing = [c for c in (*keys, timestamp) if c not in types]
+    wrong = {}
+    if timestamp in types and types[timestamp] != T.TimestampType():
+        wrong[timestamp] = f"expected timestamp, got {types[timestamp].simpleString()}"
+    if missing or wrong:
+        raise SchemaMismatchError("as-of join stream side", missing, wrong)
+
+
+def _check_clashes(stream_df: DataFrame, added: list[str]) -> None:
+    stream_columns = {c.lower() for c in stream_df.columns}
+    clashes = sorted(c for c in added if c.lower() in stream_columns)
+    duplicated = sorted({c for c in added if added.count(c) > 1})
+    if clashes or duplicated:
+        raise ColumnClashError(clashes + duplicated)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The stream batch's bounds in microseconds (None: no timed record) and the plan's numbers."""
+
+    stats: AsOfJoinStats
+    min_us: int | None
+    max_us: int | None
+    lower_us: int | None  # the oldest time a non-latest version must still cover: max(min, horizon)
+    bucket_us: int
+
+
+def _batch_stats(
+    stream_df: DataFrame,
+    timestamp: str,
+    source: VersionSource,
+    bucket: timedelta | None,
+    max_buckets: int,
+) -> _Batch:
+    """The one aggregate over the stream batch, and the bucket width and first segment it implies."""
+    t_us = F.unix_micros(F.col(timestamp))
+    expired = F.lit(False) if source.horizon_us is None else t_us < F.lit(source.horizon_us)
+    row = stream_df.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(expired, 1)).alias("expired"),
+        F.min(t_us).alias("min_us"),
+        F.max(t_us).alias("max_us"),
+    ).first()
+    if row is None:
+        raise LakehouseInternalError("an aggregate returned no row")
+    min_us, max_us = row["min_us"], row["max_us"]
+    if bucket is not None:
+        bucket_us = micros(bucket)
+    elif min_us is None:
+        bucket_us = 1
+    else:
+        bucket_us = max(1, math.ceil((max_us - min_us + 1) / max_buckets))
+    lower_us = None
+    if min_us is not None:
+        lower_us = min_us if source.horizon_us is None else max(min_us, source.horizon_us)
+    first_segment = None
+    if lower_us is not None and source.interval_us is not None:
+        first_segment = segment_of(lower_us, source.interval_us)
+    stats = AsOfJoinStats(
+        records=int(row["records"]),
+        expired_lookups=int(row["expired"]),
+        min_time=None if min_us is None else from_micros(min_us),
+        max_time=None if max_us is None else from_micros(max_us),
+        bucket=timedelta(microseconds=bucket_us),
+        first_segment=first_segment,
+    )
+    return _Batch(stats, min_us, max_us, lower_us, bucket_us)
+
+
+def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:
+    """The versions that can answer a lookup of this batch, with literal bounds only (so they prune).
+
+    A non-latest version must end after ``lower`` (``valid_to > max(batch start, horizon)``): on a
+    versioned store that is a filter on the segment partition column, which Delta prunes by partition
+    values. Every version must start by the batch's end (``valid_from <= max``): file statistics skip the
+    rest. Tombstones never match, so they are dropped here.
+    """
+    frame = source.frame
+    if batch.min_us is None or batch.max_us is None or batch.lower_us is None:
+        return frame.where(F.lit(False))
+    if batch.stats.first_segment is not None:
+        segment = F.col(SEGMENT)
+        frame = frame.where(segment.isNull() | (segment >= F.lit(batch.stats.first_segment)))
+    live = F.col(VALID_TO).isNull() | (F.col(VALID_TO) > _timestamp(batch.lower_us))
+    started = F.col(VALID_FROM) <= _timestamp(batch.max_us)
+    frame = frame.where(live & started)
+    if source.has_tombstones:
+        frame = frame.where(~F.coalesce(F.col(TOMBSTONE), F.lit(False)))
+    return frame
+
+
+def _bucketed_versions(
+    versions: DataFrame, source: VersionSource, renamed: dict[str, str], batch: _Batch
+) -> DataFrame:
+    """Each version once per time bucket its validity covers within the batch's time range."""
+    from_us = F.unix_micros(F.col(VALID_FROM))
+    # valid_to is exclusive: the last instant a version covers is valid_to - 1 microsecond.
+    last_us = F.coalesce(F.unix_micros(F.col(VALID_TO)) - 1, F.lit(batch.max_us))
+    first_bucket = F.floor(F.greatest(from_us, F.lit(batch.min_us)) / batch.bucket_us)
+    last_bucket = F.floor(F.least(last_us, F.lit(batch.max_us)) / batch.bucket_us)
+    return versions.select(
+        *[F.col(k).alias(_KEY.format(i)) for i, k in enumerate(source.keys)],
+        F.col(VALID_FROM).alias(_FROM),
+        F.col(VALID_TO).alias(_TO),
+        *[F.col(v).alias(renamed[v]) for v in source.values],
+        F.col(VALID_FROM).alias(renamed[VALID_FROM]),
+        F.explode(F.sequence(first_bucket.cast("long"), last_bucket.cast("long"))).alias(_TABLE_BUCKET),
+    )
+
+
+def _join(
+    stream_df: DataFrame,
+    versions: DataFrame,
+    source: VersionSource,
+    timestamp: str,
+    how: str,
+    renamed: dict[str, str],
+    batch: _Batch,
+) -> DataFrame:
+    """Equi-join on (key, bucket) with the half-open range and the expiry rule as the join filter."""
+    stream = stream_df.select(
+        "*",
+        F.col(timestamp).alias(_T),
+        F.floor(F.unix_micros(F.col(timestamp)) / batch.bucket_us).cast("long").alias(_STREAM_BUCKET),
+    )
+    t, valid_to = F.col(_T), F.col(_TO)
+    same_key = [stream[k] == F.col(_KEY.format(i)) for i, k in enumerate(source.keys)]
+    inside = t < valid_to
+    if source.horizon_us is not None:
+        # An expired lookup (t < horizon) may only be answered by the latest version (valid_to NULL).
+        inside = inside & (t >= _timestamp(source.horizon_us))
+    in_range = (F.col(_FROM) <= t) & (valid_to.isNull() | inside)
+    condition = _all([*same_key, F.col(_STREAM_BUCKET) == F.col(_TABLE_BUCKET), in_range])
+    joined = stream.join(versions, on=condition, how=how)
+    return joined.select(
+        *[stream[c] for c in stream_df.columns],
+        *[F.col(renamed[v]) for v in (*source.values, VALID_FROM)],
+    )
+
+
+def _all(conditions: list[Column]) -> Column:
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined & condition
+    return combined
+
+
+def _timestamp(us: int) -> Column:
+    return F.timestamp_micros(F.lit(us))
