@@ -30,7 +30,6 @@ class Context:
         caught_up: Stateful task -> clients with lag <= acceptable_recovery_lag, by (lag, id).
         prev_owner: Task -> its previous active client (the most caught-up one if several claim it).
         prev_standby: Client id -> the stateful tasks it held as standby (or warm-up) before.
-        prev_load: Client id -> how many stateful tasks it held before, in any role.
         config: The configuration.
     """
 
@@ -44,7 +43,6 @@ class Context:
     caught_up: Mapping[str, tuple[str, ...]]
     prev_owner: Mapping[str, str]
     prev_standby: Mapping[str, frozenset[str]]
-    prev_load: Mapping[str, int]
     config: AssignmentConfig
 
     def lag(self, task: str, pid: str) -> float:
@@ -94,7 +92,7 @@ def build_context(
         if clients[pid].process_id != pid:
             raise ClientIdMismatchError(pid, clients[pid].process_id)
     lags, holder_sets = _index_local_state(clients, pids, stateful)
-    prev_standby, prev_load = _previous_replicas(clients, pids, frozenset(stateful))
+    prev_standby = {pid: clients[pid].prev_standby & frozenset(stateful) for pid in pids}
     holders = {
         task: tuple(sorted(holder_sets[task], key=lambda p, t=task: (lags[t].get(p, NO_STATE), p)))
         for task in stateful
@@ -110,7 +108,6 @@ def build_context(
         caught_up=_caught_up(pids, stateful, lags, holders, config.acceptable_recovery_lag),
         prev_owner=_previous_owners(clients, pids, lags),
         prev_standby=prev_standby,
-        prev_load=prev_load,
         config=config,
     )
 
@@ -165,15 +162,6 @@ def _tag_values(
             if key not in clients[pid].tags:
                 raise UnknownTagKeyError(key, pid, sorted(clients[pid].tags))
     return {pid: tuple(clients[pid].tags[key] for key in keys) for pid in pids}
-
-
-def _previous_replicas(
-    clients: Mapping[str, ClientState], pids: tuple[str, ...], stateful: frozenset[str]
-) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
-    """Client -> its previous standbys among ``stateful``, and how many stateful tasks it held in all."""
-    standby = {pid: clients[pid].prev_standby & stateful for pid in pids}
-    load = {pid: len(standby[pid] | (clients[pid].prev_active & stateful)) for pid in pids}
-    return standby, load
 
 
 def _previous_owners(

@@ -5,15 +5,16 @@ The assignment is computed in four phases:
 1. **Active targets**: a balanced placement of the stateful tasks (each client holds the floor or ceiling
    of its capacity share) that keeps previous owners where balance allows, then prefers caught-up
    clients, then clients with the most state.
-2. **Standby targets**: rack-aware placement (KIP-708, :mod:`lakehouse.assignment.standby`).
+2. **Standby targets**: previous standbys kept, the rest placed rack-aware (KIP-708), then standbys
+   balanced over clients by capacity without losing tag diversity (:mod:`lakehouse.assignment.standby`).
 3. **Availability** (:mod:`lakehouse.assignment.movements`): a target that would have to restore while a
    caught-up client exists is deferred. The task stays on a caught-up client, the target warms up, and a
    probing rebalance is requested.
 4. **Stateless tasks** go to previous owners within balance, then to the least-loaded clients.
 
 Kafka first round-robins every task (ignoring history) and then moves tasks back; here history is kept
-from the start, so a stable input yields the previous assignment again and a membership change moves
-only what balance requires.
+from the start, so a stable input (membership and lags) yields the previous assignment again, standbys
+included, and a membership change moves only what balance requires.
 """
 
 from __future__ import annotations

@@ -14,18 +14,29 @@ That is KIP-708's algorithm with its fallback made gradual:
   falls back to least-loaded at once); when nothing differs at all, the least-loaded client wins
   (the least preferred distribution).
 
-Stickiness: among the clients of the best gain, a client that already has state for the task (the
-previous active or a standby, most caught-up first) is kept while it stays within its balanced share of
-replicas or is less loaded than the least-loaded candidate. A client that held the task as a standby in the
-previous generation is also kept beyond its share when every client of that tier is at or beyond its
-share (tags forced the placement; moving it would be churn without better balance), up to the number of
-replicas it held then.
+Stickiness and balance, in three steps:
+
+1. **Keep**: every previous standby of a task stays (up to the standbys per task, greatest gain first),
+   whatever its load.
+2. **Fill and improve**: the remaining slots are placed as above; among the clients of the best gain, a
+   client that already has state for the task (most caught-up first) is preferred while it stays within
+   its balanced share of replicas or is less loaded than the least-loaded candidate. Then, while some
+   standby of the task could be replaced by a client that gains more (its tag diversity is not locally
+   optimal), it is replaced.
+3. **Balance** (:func:`balance_standbys`): standbys move from clients over their capacity-proportional
+   share of all replicas to clients under it, only where the task's diversity stays locally optimal and
+   at least as high.
+
+A result fed back (same clients and actives, every standby caught up) is therefore a fixed point: the
+keep step keeps every standby, nothing is left to fill or improve, and balancing had stopped there.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from bisect import insort
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import groupby
 
 from lakehouse.assignment._balance import Band
@@ -46,10 +57,57 @@ def place_standby_targets(
     """
     if per_task == 0:
         return {task: () for task in ctx.stateful}
-    placer = _Placer(ctx, active_targets, per_task)
+    tiers = _Tiers(ctx.tags.values())
+    placer = _Placer(ctx, active_targets, per_task, tiers)
     by_active = sorted(ctx.stateful, key=lambda t: (active_targets[t], task_sort_key(t)))
-    placed = {task: placer.place(task, active_targets[task], per_task) for task in by_active}
-    return {task: placed[task] for task in ctx.stateful}
+    kept = {task: placer.keep(task, active_targets[task], per_task) for task in by_active}
+    placed = {task: placer.place(task, active_targets[task], kept[task], per_task) for task in by_active}
+    return balance_standbys(
+        ctx, active_targets, {task: placed[task] for task in ctx.stateful}, per_task, tiers
+    )
+
+
+class _Tiers:
+    """The groups of clients (their rack-aware tag values), ranked by gain for a task's used values.
+
+    Cached: many tasks share the same used values.
+    """
+
+    def __init__(self, groups: Iterable[TagValues]) -> None:
+        self.groups = sorted(set(groups))
+        self._cache: dict[tuple[frozenset[str], ...], list[tuple[Seen, list[TagValues]]]] = {}
+
+    def ranked(self, used: Sequence[set[str]]) -> list[tuple[Seen, list[TagValues]]]:
+        """Groups by descending gain (ascending :func:`_seen`)."""
+        signature = tuple(frozenset(values) for values in used)
+        tiers = self._cache.get(signature)
+        if tiers is None:
+            ranked = sorted((_seen(group, used), group) for group in self.groups)
+            tiers = [
+                (seen, [group for _, group in members])
+                for seen, members in groupby(ranked, key=lambda ranked_group: ranked_group[0])
+            ]
+            self._cache[signature] = tiers
+        return tiers
+
+    def improvable(self, tags: Mapping[str, TagValues], active: str, standbys: Sequence[str]) -> int | None:
+        """The index of the first standby that another client would replace with more tag diversity.
+
+        A standby is in the best tier for the task's other replicas unless some client (holding nothing
+        of the task, necessarily) gains more. None when every standby is (the task's placement is
+        locally optimal: no single move increases its diversity).
+        """
+        replicas = (active, *standbys)
+        if all(
+            len(set(values)) == len(replicas) for values in zip(*map(tags.__getitem__, replicas), strict=True)
+        ):
+            return None  # every replica has its own value of every key: nothing can gain more
+        for index, pid in enumerate(standbys):
+            used = _used(tags, [other for other in replicas if other != pid])
+            seen = _seen(tags[pid], used)
+            if any(seen) and seen != self.ranked(used)[0][0]:
+                return index
+        return None
 
 
 class _Placer:
@@ -59,8 +117,9 @@ class _Placer:
     gain: every other tier picks from the group minimums directly.
     """
 
-    def __init__(self, ctx: Context, active_targets: Mapping[str, str], per_task: int) -> None:
+    def __init__(self, ctx: Context, active_targets: Mapping[str, str], per_task: int, tiers: _Tiers) -> None:
         self.ctx = ctx
+        self.tiers = tiers
         self.load = dict.fromkeys(ctx.pids, 0)
         for pid in active_targets.values():
             self.load[pid] += 1
@@ -72,23 +131,47 @@ class _Placer:
         for heap in self.heaps.values():
             heapq.heapify(heap)
         self.group_min = {group: heap[0] for group, heap in self.heaps.items()}
-        self._tiers: dict[tuple[frozenset[str], ...], list[tuple[Seen, list[TagValues]]]] = {}
 
-    def place(self, task: str, active: str, count: int) -> tuple[str, ...]:
-        holders = {active}
+    def keep(self, task: str, active: str, count: int) -> tuple[str, ...]:
+        """The previous standbys of ``task`` (up to ``count``, greatest gain first, then most caught up),
+        whatever their load: balancing comes later."""
+        candidates = [
+            p for p in self.ctx.state_holders[task] if p != active and task in self.ctx.prev_standby[p]
+        ]
         used = [{value} for value in self.ctx.tags[active]]
-        chosen: list[str] = []
-        for _ in range(count):
+        kept: list[str] = []
+        while candidates and len(kept) < count:
+            pid = min(candidates, key=lambda p: _seen(self.ctx.tags[p], used))
+            candidates.remove(pid)
+            kept.append(pid)
+            for values, value in zip(used, self.ctx.tags[pid], strict=True):
+                values.add(value)
+            self._change_load(pid, 1)
+        return tuple(kept)
+
+    def place(self, task: str, active: str, kept: tuple[str, ...], count: int) -> tuple[str, ...]:
+        """``kept`` and the standbys chosen to fill ``task``'s remaining slots, then improved until no
+        single standby could move to a client that adds tag diversity."""
+        holders = {active, *kept}
+        chosen = list(kept)
+        used = _used(self.ctx.tags, [active, *chosen])
+        for _ in range(count - len(kept)):
             pid = self._pick(task, holders, used)
             chosen.append(pid)
             holders.add(pid)
             for values, value in zip(used, self.ctx.tags[pid], strict=True):
                 values.add(value)
-            self._add_replica(pid)
+            self._change_load(pid, 1)
+        while (index := self.tiers.improvable(self.ctx.tags, active, chosen)) is not None:
+            dropped = chosen[index]
+            others = [active, *chosen[:index], *chosen[index + 1 :]]
+            self._change_load(dropped, -1)
+            chosen[index] = self._pick(task, {*others, dropped}, _used(self.ctx.tags, others))
+            self._change_load(chosen[index], 1)
         return tuple(chosen)
 
-    def _add_replica(self, pid: str) -> None:
-        self.load[pid] += 1
+    def _change_load(self, pid: str, delta: int) -> None:
+        self.load[pid] += delta
         self.ratio[pid] = self.load[pid] / self.ctx.capacity[pid]
         group = self.ctx.tags[pid]
         heap = self.heaps[group]
@@ -98,7 +181,7 @@ class _Placer:
         self.group_min[group] = heap[0]
 
     def _pick(self, task: str, holders: set[str], used: list[set[str]]) -> str:
-        for seen, groups in self._tiers_for(used):
+        for seen, groups in self.tiers.ranked(used):
             if not all(seen):
                 head: tuple[float, str] | None = min(map(self.group_min.__getitem__, groups))
             else:
@@ -110,21 +193,11 @@ class _Placer:
     def _sticky(
         self, task: str, holders: set[str], used: list[set[str]], seen: Seen, head: tuple[float, str]
     ) -> str | None:
-        least, least_pid = head
-        tier_is_full = self.load[least_pid] >= self.share[least_pid]
+        least = head[0]
         for pid in self.ctx.state_holders[task]:
             if pid in holders or _seen(self.ctx.tags[pid], used) != seen:
                 continue
             if self.load[pid] < self.share[pid] or self.ratio[pid] < least:
-                return pid
-            # A previous standby beyond its share keeps the standby when even the least-loaded client of
-            # the tier has no room (tags forced it there; a move would not improve balance), up to the
-            # replicas it held before.
-            if (
-                tier_is_full
-                and task in self.ctx.prev_standby[pid]
-                and self.load[pid] < self.ctx.prev_load[pid]
-            ):
                 return pid
         return None
 
@@ -135,21 +208,125 @@ class _Placer:
         valid = (entry for entry in self.heaps[group] if entry[0] == self.ratio[entry[1]])
         return min((entry for entry in valid if entry[1] not in holders), default=None)
 
-    def _tiers_for(self, used: list[set[str]]) -> list[tuple[Seen, list[TagValues]]]:
-        """Groups by descending gain (ascending :func:`_seen`) for these used values.
 
-        Cached: many tasks share the same used values.
-        """
-        signature = tuple(frozenset(values) for values in used)
-        tiers = self._tiers.get(signature)
-        if tiers is None:
-            ranked = sorted((_seen(group, used), group) for group in self.heaps)
-            tiers = [
-                (seen, [group for _, group in members])
-                for seen, members in groupby(ranked, key=lambda ranked_group: ranked_group[0])
-            ]
-            self._tiers[signature] = tiers
-        return tiers
+def balance_standbys(
+    ctx: Context,
+    active_targets: Mapping[str, str],
+    standbys: Mapping[str, tuple[str, ...]],
+    per_task: int,
+    tiers: _Tiers | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """Move standbys from clients over their share of all replicas to clients under it.
+
+    A client's share is the ceiling of its capacity-proportional share of the actives and standbys of
+    all stateful tasks. A standby moves only to a client under its share that holds nothing of the task,
+    gains at least what the source gains (the task's tag diversity does not drop, in precedence order)
+    and leaves no standby of the task that another client would replace with more diversity; the
+    least-loaded such client takes it. Moves to caught-up clients (finished warm-ups) are made first, so
+    a warm-up is not wasted on a client another move fills. Passes repeat until nothing can move, so a
+    result fed back (same clients, same actives, every standby kept) moves nothing: it is a fixed point.
+    """
+    balancer = _Balancer(ctx, active_targets, standbys, per_task, tiers or _Tiers(ctx.tags.values()))
+    while balancer.run_pass(caught_up_only=True) or balancer.run_pass(caught_up_only=False):
+        pass
+    return {task: tuple(pids) for task, pids in balancer.placed.items()}
+
+
+class _Balancer:
+    """Replica counts per client against their shares, and the clients with room, least loaded first."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        active_targets: Mapping[str, str],
+        standbys: Mapping[str, tuple[str, ...]],
+        per_task: int,
+        tiers: _Tiers,
+    ) -> None:
+        self.ctx = ctx
+        self.tiers = tiers
+        self.active = active_targets
+        self.order = {task: index for index, task in enumerate(ctx.stateful)}
+        self.share = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity).hi
+        self.load = Counter(active_targets.values())
+        self.placed = {task: list(pids) for task, pids in standbys.items()}
+        self.held: dict[str, set[str]] = {pid: set() for pid in ctx.pids}
+        for task, pids in self.placed.items():
+            for pid in pids:
+                self.load[pid] += 1
+                self.held[pid].add(task)
+
+    def _rank(self, pid: str) -> tuple[float, str]:
+        return self.load[pid] / self.ctx.capacity[pid], pid
+
+    def run_pass(self, caught_up_only: bool) -> bool:
+        """Move what can move from each client over its share, in client then task order."""
+        share, load = self.share, self.load
+        under = _Under(self.ctx, (p for p in self.ctx.pids if load[p] < share[p]), self._rank)
+        moved = False
+        for source in [p for p in self.ctx.pids if load[p] > share[p]]:
+            for task in sorted(self.held[source], key=self.order.__getitem__):
+                if load[source] <= share[source] or not under.pids:
+                    break
+                target = self._destination(task, source, under, caught_up_only)
+                if target is None:
+                    continue
+                self.placed[task][self.placed[task].index(source)] = target
+                self.held[source].discard(task)
+                self.held[target].add(task)
+                load[source] -= 1
+                load[target] += 1
+                under.update(target, load[target] < share[target])
+                moved = True
+        return moved
+
+    def _destination(self, task: str, source: str, under: _Under, caught_up_only: bool) -> str | None:
+        """The first client with room that may take ``task``'s standby from ``source``."""
+        active, placed, tags = self.active[task], self.placed[task], self.ctx.tags
+        others = [active, *(pid for pid in placed if pid != source)]
+        if tags[source]:
+            first = {tags[pid][0] for pid in others}
+            if tags[source][0] not in first and under.first_values.keys() <= first:
+                return None  # the source's first tag value is new, and every client with room repeats one
+        used = _used(tags, others)
+        gain = _seen(tags[source], used)
+        for pid in under.pids:
+            if pid == active or pid in placed or _seen(tags[pid], used) > gain:
+                continue
+            if caught_up_only and not self.ctx.is_caught_up(task, pid):
+                continue
+            moved = [pid if other == source else other for other in placed]
+            if self.tiers.improvable(tags, active, moved) is None:
+                return pid
+        return None
+
+
+class _Under:
+    """Clients under their share, least loaded first, and how many have each value of the first tag key."""
+
+    def __init__(self, ctx: Context, pids: Iterable[str], rank: Callable[[str], tuple[float, str]]) -> None:
+        self.tags = ctx.tags
+        self.rank = rank
+        self.pids = sorted(pids, key=rank)
+        self.first_values = Counter(self._first(pid) for pid in self.pids)
+
+    def _first(self, pid: str) -> str | None:
+        return self.tags[pid][0] if self.tags[pid] else None
+
+    def update(self, pid: str, has_room: bool) -> None:
+        """Re-rank ``pid`` after it took a standby, or drop it when it has no room left."""
+        self.pids.remove(pid)
+        if has_room:
+            insort(self.pids, pid, key=self.rank)
+        else:
+            self.first_values[self._first(pid)] -= 1
+            if not self.first_values[self._first(pid)]:
+                del self.first_values[self._first(pid)]
+
+
+def _used(tags: Mapping[str, TagValues], pids: Sequence[str]) -> list[set[str]]:
+    """Per tag key, the values the clients ``pids`` have."""
+    return [set(values) for values in zip(*(tags[pid] for pid in pids), strict=True)]
 
 
 def _seen(values: TagValues, used: Sequence[set[str]]) -> Seen:

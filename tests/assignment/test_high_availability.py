@@ -47,9 +47,9 @@ def test_no_warmups_when_any_lag_is_acceptable() -> None:
     assert [len(result.clients[pid].active) for pid in ("c1", "c2", "c3")] == [3, 3, 3]
     assert sum(held(result, pid) for pid in clients) == 18
     assert not result.probing_rebalance_needed and not any(c.warmup for c in result.clients.values())
-    # Kafka ends at 6/6/6 after rebalancing standbys between clients; ours keeps c1's state as standbys
-    # first and ends at 7/7/4 (no post-placement standby balancing yet).
-    assert [held(result, pid) for pid in ("c1", "c2", "c3")] == [7, 7, 4]
+    # As in Kafka, standbys are balanced after placement: c1's state is kept as standbys first, then
+    # the clients over their share of all replicas hand standbys to c3.
+    assert [held(result, pid) for pid in ("c1", "c2", "c3")] == [6, 6, 6]
 
 
 def test_active_moves_to_the_caught_up_client_when_its_owner_is_behind() -> None:

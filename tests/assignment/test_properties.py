@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse.assignment import AssignmentConfig, ClientState, assign, tag_diversity, validate_assignment
+from lakehouse.assignment import (
+    AssignmentConfig,
+    AssignmentResult,
+    ClientState,
+    assign,
+    tag_diversity,
+    validate_assignment,
+)
 from lakehouse.assignment.simulator import stateful_skew
 
 KEYS = ("zone", "cluster")
@@ -71,10 +80,20 @@ def test_stable_membership_and_lags_keep_every_active_and_need_no_probing(case: 
         pid: c.active for pid, c in first.clients.items()
     }
     assert not second.probing_rebalance_needed and not any(c.warmup for c in second.clients.values())
-    # Known gap (issue 6): a standby placed beyond its client's share while another client of the same tag
-    # tier still had room may move once; keeping it whatever the load made scale-out leave new clients
-    # without standbys (16/16/16/0/0/0 replicas instead of 8 each), so it is only kept when the tier is full.
-    assert all(move.role == "standby" for move in second.moves)
+    assert second.clients == first.clients and second.moves == ()
+
+
+@FAST
+@given(clusters())
+def test_a_result_fed_back_is_a_fixed_point_when_no_probing_is_pending(case: tuple) -> None:
+    clients, tasks, stateless, config = case
+    result = assign(clients, tasks, stateless, config)
+    if result.probing_rebalance_needed:
+        return
+    again = assign(feed_back(clients, result), tasks, stateless, config)
+    assert again.clients == result.clients
+    assert not again.probing_rebalance_needed and again.moves == ()
+    assert assign(feed_back(clients, again), tasks, stateless, config).clients == result.clients
 
 
 @FAST
@@ -92,6 +111,21 @@ def test_rack_aware_diversity_is_at_least_a_least_loaded_baseline(case: tuple) -
     # Tag keys count in precedence order (KIP-708): more distinct zones beats more distinct clusters.
     assert _totals(ours) >= _totals(blind)
     assert sum(d[0] for d in ours.values()) >= sum(d[0] for d in blind.values())
+
+
+def feed_back(clients: Mapping[str, ClientState], result: AssignmentResult) -> dict[str, ClientState]:
+    """The next generation's states after every client ran what it held and caught up (lag 0)."""
+    return {
+        pid: ClientState(
+            pid,
+            c.capacity,
+            c.tags,
+            prev_active=result.clients[pid].active,
+            prev_standby=result.clients[pid].standby | result.clients[pid].warmup,
+            task_lags=dict.fromkeys(result.clients[pid].active | result.clients[pid].standby, 0),
+        )
+        for pid, c in clients.items()
+    }
 
 
 def _totals(diversity: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
