@@ -74,6 +74,7 @@ class VersionedStore:
         history_retention: timedelta,
         segment_interval: timedelta | None = None,
         file_retention: timedelta = _DEFAULT_FILE_RETENTION,
+        deletion_vectors: bool = True,
     ) -> VersionedStore:
         """Create the store's Delta table at ``path`` (or open it if it exists with the same settings).
 
@@ -85,6 +86,8 @@ class VersionedStore:
             segment_interval: Width of a validTo segment; default derived from ``R`` like Kafka's.
             file_retention: How long VACUUM keeps files of dropped segments for time travel
                 (``delta.deletedFileRetentionDuration``).
+            deletion_vectors: Let each batch's MERGE mark replaced rows in deletion vectors instead of
+                rewriting every file it touches (``delta.enableDeletionVectors``; readers need Delta 2.3+).
 
         Raises:
             InvalidInputError: a negative retention, a segment interval under 1 ms, a bad key or schema.
@@ -103,6 +106,7 @@ class VersionedStore:
         properties = {
             **settings.properties(),
             "delta.deletedFileRetentionDuration": f"interval {micros(file_retention) // 1_000_000} seconds",
+            "delta.enableDeletionVectors": str(deletion_vectors).lower(),
         }
         delta_ops.ensure_table(spark, path, full_schema, partition_by=(SEGMENT_COL,), properties=properties)
         return cls(spark, path, settings, full_schema)
