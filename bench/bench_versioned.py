@@ -27,7 +27,7 @@ from lakehouse.versioned.segments import segment_column
 from lakehouse.versioned.store import APP_ID
 
 SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
-STEP_S = 60  # one version per key per minute
+STEP_S = 1800  # one version per key every 30 minutes: history spans many 15-minute segments
 RETENTION = timedelta(hours=6)
 INTERVAL = timedelta(minutes=15)
 
