@@ -1,0 +1,152 @@
+"""As-of joins that wait for late table data (KIP-923's grace period), exactly once across runs.
+
+A stream record with ``t > table stream_time - grace`` is not joined yet: the table may still receive the
+version valid at ``t``. It waits in a *pending* Delta table and is joined by a later run, once the store's
+stream time has passed ``t + grace``. Records at or before the cutoff (and records with a NULL time, which
+can never match) are joined now. Unlike Kafka, where the buffer is evicted by *stream* time, the cutoff
+here is the *table's* stream time: a batch job can look at how far the table has got.
+
+Exactly once: a run is one batch (``batch_id``, increasing). It makes two commits, each recording the
+batch id with Delta's idempotent-write ``txnAppId``/``txnVersion``: (1) append the joined records to the
+sink, recording the cutoff used; (2) overwrite the pending table with the records still waiting. A re-run
+of a batch whose pending commit exists does nothing; a re-run after a crash between the two commits finds
+the sink commit, reuses its cutoff (so it splits the records as the crashed run did), skips the append and
+writes the pending table. Every stream record is therefore emitted once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse import delta_ops
+from lakehouse.asof.join import asof_join
+from lakehouse.errors import InvalidInputError
+from lakehouse.versioned.segments import from_micros, micros
+from lakehouse.versioned.store import VersionedStore
+
+APP_ID = "lakehouse.asof_grace"
+_CUTOFF = "cutoff_us"
+
+
+@dataclass(frozen=True)
+class GraceRunResult:
+    """One run: rows appended to the sink, records left pending, the cutoff used, whether a replay."""
+
+    batch_id: int
+    emitted: int
+    pending: int
+    cutoff: datetime | None
+    replayed: bool = False
+
+
+def asof_join_with_grace(
+    stream_df: DataFrame,
+    store: VersionedStore,
+    *,
+    grace: timedelta,
+    pending_path: str,
+    sink_path: str,
+    batch_id: int,
+    timestamp: str = "timestamp",
+    how: str = "left",
+    prefix: str = "",
+    suffix: str = "",
+) -> GraceRunResult:
+    """Join the records of this batch and the pending ones whose time the table has passed by ``grace``.
+
+    Args:
+        stream_df: This batch's new stream records (same columns in every batch).
+        store: The versioned store (a grace period needs the table's stream time).
+        grace: How long behind the table's stream time a record must be to be joined; <= the store's
+            history retention.
+        pending_path / sink_path: Delta tables of the waiting records and of the join output.
+        batch_id: Increasing run number; a batch already committed is not applied again.
+
+    Raises:
+        InvalidInputError: a negative grace, a grace above the history retention, a bad batch id.
+    """
+    _check_grace(store, grace)
+    spark = stream_df.sparkSession
+    pending_exists = DeltaTable.isDeltaTable(spark, pending_path)
+    if pending_exists and not delta_ops.check_new_batch(spark, pending_path, APP_ID, batch_id):
+        return GraceRunResult(
+            batch_id, 0, _count(spark, pending_path), _recorded_cutoff(spark, sink_path, batch_id), True
+        )
+    cutoff_us = _cutoff_us(spark, store, grace, sink_path, batch_id)
+    combined = stream_df
+    if pending_exists:
+        combined = combined.unionByName(_pending_snapshot(spark, pending_path))
+    t = F.col(timestamp)
+    ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= F.timestamp_micros(F.lit(cutoff_us)))
+    joined = asof_join(
+        combined.where(ready_now), store, timestamp=timestamp, how=how, prefix=prefix, suffix=suffix
+    )
+    # Order matters for crash safety: the sink commit records the cutoff a re-run must reuse.
+    joined.write.format("delta").mode("append").options(
+        **delta_ops.writer_options(APP_ID, batch_id, **{_CUTOFF: cutoff_us})
+    ).save(sink_path)
+    emitted = _rows_written(spark, sink_path, batch_id)
+    combined.where(~ready_now).write.format("delta").mode("overwrite").options(
+        **delta_ops.writer_options(APP_ID, batch_id)
+    ).save(pending_path)
+    cutoff = None if cutoff_us is None else from_micros(cutoff_us)
+    return GraceRunResult(batch_id, emitted, _count(spark, pending_path), cutoff)
+
+
+def _check_grace(store: VersionedStore, grace: timedelta) -> None:
+    if not isinstance(store, VersionedStore):
+        raise InvalidInputError("a grace period needs a VersionedStore (its stream time drives the cutoff)")
+    if grace < timedelta(0):
+        raise InvalidInputError(f"grace must be >= 0, got {grace}")
+    if grace > store.settings.history_retention:
+        raise InvalidInputError(
+            f"history retention ({store.settings.history_retention}) must be at least "
+            f"the grace period ({grace})"
+        )
+
+
+def _cutoff_us(
+    spark: SparkSession, store: VersionedStore, grace: timedelta, sink: str, batch_id: int
+) -> int | None:
+    """The cutoff a crashed run of this batch recorded, else ``table stream time - grace`` now."""
+    if DeltaTable.isDeltaTable(spark, sink):
+        found = delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
+        if found is not None:
+            recorded = found[1].get(_CUTOFF)
+            return None if recorded is None else int(recorded)
+    stream_time_us = store._stream_time_us()
+    return None if stream_time_us is None else stream_time_us - micros(grace)
+
+
+def _recorded_cutoff(spark: SparkSession, sink: str, batch_id: int) -> datetime | None:
+    found = (
+        delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
+        if DeltaTable.isDeltaTable(spark, sink)
+        else None
+    )
+    recorded = None if found is None else found[1].get(_CUTOFF)
+    return None if recorded is None else from_micros(int(recorded))
+
+
+def _pending_snapshot(spark: SparkSession, path: str) -> DataFrame:
+    """The pending table pinned to its current version (it is overwritten later in the same run)."""
+    version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
+    return spark.read.format("delta").option("versionAsOf", version).load(path)
+
+
+def _rows_written(spark: SparkSession, sink: str, batch_id: int) -> int:
+    found = delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
+    if found is None:
+        return 0
+    row = DeltaTable.forPath(spark, sink).history().where(F.col("version") == found[0]).first()
+    metrics = {} if row is None else row["operationMetrics"] or {}
+    return int(metrics.get("numOutputRows", 0))
+
+
+def _count(spark: SparkSession, path: str) -> int:
+    return spark.read.format("delta").load(path).count()

@@ -1,0 +1,48 @@
+"""Grace period: records too close to the table's stream time wait in a pending table, emitted once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.asof.grace import asof_join_with_grace
+from lakehouse.errors import InvalidInputError
+from tests.asof.helpers import joined, stream
+from tests.versioned.helpers import batch_frame, create_store
+
+GRACE = timedelta(milliseconds=10)
+
+
+@pytest.mark.slow
+def test_late_table_data_is_seen_by_waiting_records_and_each_record_is_emitted_once(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "store"), retention_ms=100, interval_ms=10)
+    store.put_all(batch_frame(spark, [("k", "v0", 0, 0, 0), ("k", "v20", 20, 0, 1)]))  # stream time 20
+    pending, sink = str(tmp_path / "pending"), str(tmp_path / "sink")
+    run = {"grace": GRACE, "pending_path": pending, "sink_path": sink}
+    # Cutoff 20 - 10 = 10: k@5 and k@10 are joined now; k@15 and k@25 wait.
+    first = asof_join_with_grace(
+        stream(spark, [("k", 5), ("k", 10), ("k", 15), ("k", 25)]), store, batch_id=0, **run
+    )
+    assert (first.emitted, first.pending) == (2, 2)
+    # Late table data: a version at 12 arrives after the stream record at 15 was seen; stream time -> 40.
+    store.put_all(batch_frame(spark, [("k", "v12", 12, 0, 2), ("k", "v40", 40, 0, 3)]))
+    later = stream(spark, [("k", 29), ("k", 31)]).withColumn("id", F.col("id") + 10)
+    second = asof_join_with_grace(later, store, batch_id=1, **run)
+    assert (second.emitted, second.pending) == (3, 1)  # 15, 25 and 29 <= 30; 31 waits
+    replay = asof_join_with_grace(later, store, batch_id=1, **run)
+    assert replay.replayed and replay.pending == 1
+    out = spark.read.format("delta").load(sink)
+    assert joined(out) == {0: ("v0", 0), 1: ("v0", 0), 2: ("v12", 12), 3: ("v20", 20), 10: ("v20", 20)}
+
+
+def test_grace_longer_than_history_retention_is_refused(spark: SparkSession, tmp_path) -> None:
+    store = create_store(spark, str(tmp_path / "store"), retention_ms=5, interval_ms=5)
+    with pytest.raises(InvalidInputError, match="must be at least the grace period"):
+        asof_join_with_grace(
+            stream(spark, [("k", 1)]), store, grace=GRACE, pending_path="p", sink_path="s", batch_id=0
+        )
