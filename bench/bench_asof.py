@@ -1,0 +1,246 @@
+"""As-of join benchmark: asof_join vs the naive join + row_number, Tempo's asofJoin, and the floor.
+
+Three workloads (issue 5): (1) full history: the stream spans the whole table history; (2) a hot key
+carrying ``--hot`` of the events and of the versions; (3) incremental: a long history (``--segments``
+validTo segments) and a stream batch covering only its latest 1 %.
+
+Run: ``.venv/bin/python bench/bench_asof.py [--events 10000000 --keys 1000000 --versions 10]``; writes
+``bench/RESULTS_asof.md``. Every peer runs in this one process on the same data; each result is written to
+the ``noop`` sink (full materialization) and checked row for row against asof_join.
+
+Peers: *naive* = equi-join on key, ``valid_from <= t``, ``row_number`` over the event by ``valid_from``
+desc; *floor* = a lookup join with the latest version per key (not temporal: what any stream-table join
+costs); *tempo* = ``dbl-tempo`` ``asofJoin(skipNulls=False)`` (default union+window path), if importable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse import delta_ops
+from lakehouse.asof import asof_join_with_stats
+from lakehouse.config import load_settings
+from lakehouse.session import get_spark
+from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.segments import segment_column
+from lakehouse.versioned.store import APP_ID
+
+SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
+STEP_S = 60  # versions of an ordinary key are STEP_S apart
+HOT_KEY = 0
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def sink(df: DataFrame) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def bulk_store(
+    spark: SparkSession, path: str, keys: int, versions: int, hot: float, interval: timedelta
+) -> VersionedStore:
+    """``keys`` x ``versions`` versions STEP_S apart, plus (hot > 0) a hot key with a ``hot`` share of all
+    versions over the same time span; written directly (one append) for speed."""
+    span_s = versions * STEP_S
+    store = VersionedStore.create(spark, path, "k", SCHEMA, timedelta(seconds=span_s * 2), interval)
+    ordinary = spark.range(keys * versions).select(
+        (F.col("id") % keys + 1).alias("k"),
+        ((F.col("id") / keys).cast("long") * STEP_S).cast("double").alias("from_s"),
+        F.lit(float(STEP_S)).alias("len_s"),
+    )
+    frames = [ordinary]
+    hot_versions = int(keys * versions * hot / (1 - hot)) if hot > 0 else 0
+    if hot_versions:
+        step = span_s / hot_versions
+        frames.append(
+            spark.range(hot_versions).select(
+                F.lit(HOT_KEY).cast("long").alias("k"),
+                (F.col("id") * step).alias("from_s"),
+                F.lit(step).alias("len_s"),
+            )
+        )
+    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    start = F.timestamp_micros((F.col("from_s") * 1e6).cast("long"))
+    end_s = F.col("from_s") + F.col("len_s")
+    to = F.when(end_s < span_s - 1e-6, F.timestamp_micros((end_s * 1e6).cast("long")))
+    table = rows.select(
+        "k",
+        start.alias("valid_from"),
+        to.alias("valid_to"),
+        segment_column(to, int(interval.total_seconds() * 1e6)).alias("segment"),
+        F.lit(False).alias("tombstone"),
+        F.rand(1).alias("v"),
+    )
+    stream_time_us = int((span_s - STEP_S) * 1e6)
+    table.write.format("delta").mode("append").partitionBy("segment").options(
+        **delta_ops.writer_options(APP_ID, None, stream_time_us=stream_time_us)
+    ).save(path)
+    return store
+
+
+def stream(spark: SparkSession, events: int, keys: int, t0_s: float, t1_s: float, hot: float) -> DataFrame:
+    """``events`` records with uniform keys (a ``hot`` share on the hot key) and times in [t0, t1)."""
+    key = F.when(F.rand(7) < hot, F.lit(HOT_KEY)).otherwise((F.rand(8) * keys).cast("long") + 1)
+    t = F.timestamp_micros(((F.lit(t0_s) + F.rand(9) * (t1_s - t0_s)) * 1e6).cast("long"))
+    return spark.range(events).select(F.col("id"), key.alias("k"), t.alias("timestamp"))
+
+
+def naive(events: DataFrame, table: DataFrame) -> DataFrame:
+    candidates = events.join(
+        table.select("k", "valid_from", "tombstone", "v"),
+        on=(events["k"] == table["k"]) & (table["valid_from"] <= events["timestamp"]),
+        how="left",
+    ).drop(table["k"])
+    by_event = (
+        Window.partitionBy("id")
+        .orderBy(F.col("valid_from").desc_nulls_last())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    ranked = candidates.withColumn("rn", F.row_number().over(by_event)).where("rn = 1")
+    return ranked.select(
+        "id", "k", "timestamp", F.when(~F.col("tombstone"), F.col("v")).alias("v"), "valid_from"
+    )
+
+
+def floor(events: DataFrame, table: DataFrame) -> DataFrame:
+    latest = table.where(F.col("valid_to").isNull()).select("k", "v", "valid_from")
+    return events.join(latest, on="k", how="left")
+
+
+def tempo_join(events: DataFrame, table: DataFrame) -> DataFrame:
+    from tempo import TSDF  # bench-only peer: dbl-tempo (+ ipython, scipy) in the bench venv
+
+    right = table.select("k", F.col("valid_from").alias("timestamp"), "v")
+    joined = TSDF(events, ts_col="timestamp", partition_cols=["k"]).asofJoin(
+        TSDF(right, ts_col="timestamp", partition_cols=["k"]),
+        right_prefix="r",
+        skipNulls=False,
+        suppress_null_warning=True,
+    )
+    return joined.df.select("id", "k", "timestamp", F.col("r_v").alias("v"))
+
+
+def differing(a: DataFrame, b: DataFrame) -> int:
+    """Rows of (id, v) in one result and not the other (both directions, duplicates count)."""
+    x, y = a.select("id", "v"), b.select("id", "v")
+    return x.exceptAll(y).count() + y.exceptAll(x).count()
+
+
+def workload(
+    spark: SparkSession, name: str, store: VersionedStore, events: DataFrame, repeats: int
+) -> list[str]:
+    """Each peer ``repeats`` times, best time kept (the first run of a process pays JIT and Delta-log
+    warm-up). asof_join's time includes its planning: the stream aggregate and the store's history read."""
+    table = store.table()
+
+    def ours() -> DataFrame:
+        return asof_join_with_stats(events, store).frame.select("id", "k", "timestamp", "v", "valid_from")
+
+    runs: dict[str, Callable[[], DataFrame] | None] = {
+        "asof_join": ours,
+        "floor": lambda: floor(events, table),
+        "naive": lambda: naive(events, table),
+        "tempo": (lambda: tempo_join(events, table)) if tempo_available() else None,
+    }
+    seconds: dict[str, float | None] = {}
+    for peer, build in runs.items():
+        seconds[peer] = (
+            None if build is None else min(timed(lambda b=build: sink(b())) for _ in range(repeats))
+        )
+    result = asof_join_with_stats(events, store)
+    mine = result.frame.select("id", "k", "timestamp", "v", "valid_from")
+    checks = [
+        f"{peer} differs in {differing(mine, build())} rows"
+        for peer, build in runs.items()
+        if build and peer in ("naive", "tempo")
+    ]
+    files = len(set(mine.inputFiles())), len(table.inputFiles())
+    cell = {p: "n/a" if s is None else f"{s:.1f}" for p, s in seconds.items()}
+    ratio = (seconds["asof_join"] or 0) / (seconds["floor"] or 1)
+    return [
+        f"| {name} | {cell['asof_join']} | {cell['floor']} | {cell['naive']} | "
+        f"{cell['tempo']} | {ratio:.2f} | {files[0]}/{files[1]} | {result.stats.bucket} | "
+        f"{'; '.join(checks) or '-'} |"
+    ]
+
+
+def tempo_available() -> bool:
+    try:
+        import tempo  # noqa: F401  (bench-only peer)
+    except ImportError:
+        return False
+    return True
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    settings = load_settings(
+        "local", overrides={"log_level": "ERROR", "shuffle_partitions": str(args.partitions)}
+    )
+    spark = get_spark({"spark.ui.enabled": "false"}, settings)
+    root = Path(tempfile.mkdtemp(prefix="bench-asof-"))
+    span_s = args.versions * STEP_S
+    lines = [
+        f"**SMALL SCALE ({args.events:,} events, {args.keys:,} keys x {args.versions} versions) on a shared "
+        f"2-core machine: indicative only, not the issue's 10M x 10M targets.** `local[*]`, "
+        f"{args.partitions} shuffle partitions, AQE as configured by lakehouse.session; best of "
+        f"{args.repeats} runs per peer (asof_join includes its planning aggregate).",
+        "",
+        "| workload | asof_join (s) | floor (s) | naive (s) | tempo (s) | asof/floor | files read | bucket "
+        "| row check vs asof_join |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    try:
+        interval = timedelta(seconds=span_s / 10)
+        uniform = bulk_store(spark, str(root / "uniform"), args.keys, args.versions, 0.0, interval)
+        events = stream(spark, args.events, args.keys, 0, span_s, 0.0)
+        lines += workload(spark, "full history", uniform, events, args.repeats)
+        hot = bulk_store(spark, str(root / "hot"), args.keys, args.versions, args.hot, interval)
+        events = stream(spark, args.events, args.keys, 0, span_s, args.hot)
+        lines += workload(spark, f"hot key ({args.hot:.0%})", hot, events, args.repeats)
+        long_versions = args.versions * args.long
+        long_span = long_versions * STEP_S
+        long_interval = timedelta(seconds=long_span / args.segments)
+        long_keys = max(1, args.keys // args.long)
+        history = bulk_store(spark, str(root / "long"), long_keys, long_versions, 0.0, long_interval)
+        events = stream(spark, args.events // 10, long_keys, long_span * 0.99, long_span, 0.0)
+        lines += workload(
+            spark, f"incremental ({args.segments} segments, last 1%)", history, events, args.repeats
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--versions", type=int, default=10)
+    parser.add_argument("--hot", type=float, default=0.1, help="hot key share")
+    parser.add_argument("--long", type=int, default=20, help="incremental: x versions/key")
+    parser.add_argument("--segments", type=int, default=120, help="incremental: segments")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=2, help="runs per peer, best kept")
+    parser.add_argument("--out", default="bench/RESULTS_asof.md")
+    args = parser.parse_args()
+    lines = run(args)
+    Path(args.out).write_text("## As-of join (issue 5)\n\n" + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
