@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse.asof.demo import demo_step as asof_demo_step
 from lakehouse.assignment.job import demo_step as assignment_demo_step
 from lakehouse.dedup.demo import demo_step as dedup_demo_step
 from lakehouse.schemas import load_schema
@@ -118,8 +119,10 @@ def run_demo(
     transactions(spark, size).write.format("delta").mode("overwrite").save(txn_path)
     n_txn = spark.read.format("delta").load(txn_path).count()
     echo(f"[inputs] {n_txn} transaction records (with at-least-once re-sends) -> {txn_path}")
-    _, lines = versioned_demo_step(spark, root, rates_path, T0)
+    rates_store, lines = versioned_demo_step(spark, root, rates_path, T0)
     lines += dedup_demo_step(spark, root)
+    deduplicated = spark.read.format("delta").load(f"{root}/txn_deduped")
+    lines += asof_demo_step(spark, root, rates_store, deduplicated)
     lines += assignment_demo_step(spark, f"{root}/assignment")
     for line in lines:
         echo(line)

@@ -5,8 +5,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.demo import DemoSize, rate_updates, run_demo, transactions
+from lakehouse.demo import T0, DemoSize, rate_updates, run_demo, transactions
 from lakehouse.schemas import load_schema
+from lakehouse.versioned.demo import demo_step as versioned_demo_step
 
 
 def test_generated_inputs_follow_their_schemas_and_story(spark: SparkSession) -> None:
@@ -30,6 +31,9 @@ def test_demo_writes_its_inputs(spark: SparkSession, tmp_path: Path) -> None:
     assert any("currency-rate updates" in line for line in lines)
     assert any(line.startswith("[versioned] put_all: 20 updates") for line in lines)
     assert any(line.startswith("[versioned] EUR now:") for line in lines)
-    rerun: list[str] = []
-    run_demo(spark, str(tmp_path), DemoSize(rate_updates=20, transactions=50), rerun.append)
+    assert any(line.startswith("[dedup]") for line in lines)
+    assert any(line.startswith("[asof]") for line in lines)
+    priced = spark.read.format("delta").load(str(tmp_path / "txn_priced"))
+    assert priced.select("txn_id").distinct().count() == priced.count() == 50
+    _, rerun = versioned_demo_step(spark, str(tmp_path), str(tmp_path / "rate_updates"), T0)
     assert any("replay skipped" in line for line in rerun)
