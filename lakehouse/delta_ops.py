@@ -69,6 +69,38 @@ def ensure_table(
     return DeltaTable.forPath(spark, path)
 
 
+FORMAT_VERSION = "1"
+
+
+def settings_properties(kind: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """The ``lakehouse.*`` table properties of a lakehouse table of ``kind`` with these ``settings``.
+
+    ``lakehouse.kind`` and ``lakehouse.format_version`` say what wrote the table; each setting ``name``
+    becomes ``lakehouse.<name>``.
+    """
+    return {
+        f"{PROPERTY_PREFIX}kind": kind,
+        f"{PROPERTY_PREFIX}format_version": FORMAT_VERSION,
+        **{f"{PROPERTY_PREFIX}{name}": value for name, value in settings.items()},
+    }
+
+
+def settings_from_properties(path: str, properties: Mapping[str, str], kind: str) -> dict[str, str]:
+    """The settings :func:`settings_properties` recorded on the table at ``path``, by setting name.
+
+    Raises:
+        StoreSettingsConflictError: the table is not a lakehouse table of ``kind``.
+    """
+    found = properties.get(f"{PROPERTY_PREFIX}kind")
+    if found != kind:
+        raise StoreSettingsConflictError(path, f"{PROPERTY_PREFIX}kind", str(found), kind)
+    return {
+        name.removeprefix(PROPERTY_PREFIX): value
+        for name, value in properties.items()
+        if name.startswith(PROPERTY_PREFIX)
+    }
+
+
 def check_table_settings(
     spark: SparkSession,
     path: str,
@@ -136,18 +168,28 @@ def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int | None, **ext
     confs = {_USER_METADATA: batch_metadata(app_id, batch_id, **extra)}
     if batch_id is not None:
         confs.update({_TXN_APP_ID: app_id, _TXN_VERSION: str(batch_id)})
-    with _SESSION_TXN_LOCK:
-        previous = {key: spark.conf.get(key, None) for key in confs}
-        try:
-            for key, value in confs.items():
+    with _SESSION_TXN_LOCK, session_confs(spark, confs):
+        yield
+
+
+@contextmanager
+def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for the block; the previous values (or unset) are restored on exit, whatever happens.
+
+    Session confs are shared by every thread of the session: nest this in :func:`idempotent_dml` (which
+    serializes its blocks) when other threads may write at the same time.
+    """
+    previous = {key: spark.conf.get(key, None) for key in confs}
+    try:
+        for key, value in confs.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
                 spark.conf.set(key, value)
-            yield
-        finally:
-            for key, value in previous.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
 
 
 def lakehouse_commits(spark: SparkSession, path: str, app_id: str) -> DataFrame:

@@ -55,11 +55,9 @@ from lakehouse.schemas import load_schema
 
 APP_ID = "lakehouse.assignment_store"
 KIND = "assignment_store"
-FORMAT_VERSION = "1"
 SUBSCRIPTIONS_SCHEMA = "assignment_subscriptions"
 ASSIGNMENT_SCHEMA = "assignment"
 GENERATION = "generation"
-_P = delta_ops.PROPERTY_PREFIX
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -84,15 +82,16 @@ class Subscription:
 
 def config_properties(config: AssignmentConfig) -> dict[str, str]:
     """The ``lakehouse.*`` table properties recording ``config``."""
-    return {
-        f"{_P}kind": KIND,
-        f"{_P}format_version": FORMAT_VERSION,
-        f"{_P}num_standby_replicas": str(config.num_standby_replicas),
-        f"{_P}acceptable_recovery_lag": str(config.acceptable_recovery_lag),
-        f"{_P}max_warmup_replicas": str(config.max_warmup_replicas),
-        f"{_P}probing_rebalance_interval_us": str(_micros(config.probing_rebalance_interval)),
-        f"{_P}rack_aware_assignment_tags": json.dumps(list(config.rack_aware_assignment_tags)),
-    }
+    return delta_ops.settings_properties(
+        KIND,
+        {
+            "num_standby_replicas": str(config.num_standby_replicas),
+            "acceptable_recovery_lag": str(config.acceptable_recovery_lag),
+            "max_warmup_replicas": str(config.max_warmup_replicas),
+            "probing_rebalance_interval_us": str(_micros(config.probing_rebalance_interval)),
+            "rack_aware_assignment_tags": json.dumps(list(config.rack_aware_assignment_tags)),
+        },
+    )
 
 
 def config_from_properties(path: str, properties: Mapping[str, str]) -> AssignmentConfig:
@@ -101,17 +100,13 @@ def config_from_properties(path: str, properties: Mapping[str, str]) -> Assignme
     Raises:
         StoreSettingsConflictError: the table is not a lakehouse assignment store.
     """
-    kind = properties.get(f"{_P}kind")
-    if kind != KIND:
-        raise StoreSettingsConflictError(path, f"{_P}kind", str(kind), KIND)
+    found = delta_ops.settings_from_properties(path, properties, KIND)
     return AssignmentConfig(
-        num_standby_replicas=int(properties[f"{_P}num_standby_replicas"]),
-        acceptable_recovery_lag=int(properties[f"{_P}acceptable_recovery_lag"]),
-        max_warmup_replicas=int(properties[f"{_P}max_warmup_replicas"]),
-        probing_rebalance_interval=timedelta(
-            microseconds=int(properties[f"{_P}probing_rebalance_interval_us"])
-        ),
-        rack_aware_assignment_tags=tuple(json.loads(properties[f"{_P}rack_aware_assignment_tags"])),
+        num_standby_replicas=int(found["num_standby_replicas"]),
+        acceptable_recovery_lag=int(found["acceptable_recovery_lag"]),
+        max_warmup_replicas=int(found["max_warmup_replicas"]),
+        probing_rebalance_interval=timedelta(microseconds=int(found["probing_rebalance_interval_us"])),
+        rack_aware_assignment_tags=tuple(json.loads(found["rack_aware_assignment_tags"])),
     )
 
 

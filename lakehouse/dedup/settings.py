@@ -10,12 +10,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
 from lakehouse.schemas import load_schema
 
 KIND = "dedup_index"
-FORMAT_VERSION = "1"
-_P = "lakehouse."
 TASK_COL = "task"
 ENTRY_TS_COL = "entry_ts"
 ENTRY_PARTITION_COL = "entry_partition"
@@ -74,16 +73,14 @@ class DedupSettings:
 
     def properties(self) -> dict[str, str]:
         """The ``lakehouse.*`` table properties recording these settings."""
-        props = {
-            f"{_P}kind": KIND,
-            f"{_P}format_version": FORMAT_VERSION,
-            f"{_P}dedup.by": json.dumps(list(self.by)),
-            f"{_P}dedup.interval_us": str(self.interval_us),
-            f"{_P}dedup.bucket_width_us": str(self.bucket_us),
+        settings = {
+            "dedup.by": json.dumps(list(self.by)),
+            "dedup.interval_us": str(self.interval_us),
+            "dedup.bucket_width_us": str(self.bucket_us),
         }
         if self.quarantine_path is not None:
-            props[f"{_P}dedup.quarantine_path"] = self.quarantine_path
-        return props
+            settings["dedup.quarantine_path"] = self.quarantine_path
+        return delta_ops.settings_properties(KIND, settings)
 
     def check_same(self, path: str, existing: DedupSettings) -> None:
         """Raise :class:`StoreSettingsConflictError` naming the first setting that differs."""
@@ -99,14 +96,12 @@ class DedupSettings:
         Raises:
             StoreSettingsConflictError: the table is not a lakehouse dedup index.
         """
-        kind = properties.get(f"{_P}kind")
-        if kind != KIND:
-            raise StoreSettingsConflictError(path, f"{_P}kind", str(kind), KIND)
+        found = delta_ops.settings_from_properties(path, properties, KIND)
         return cls(
-            by=tuple(json.loads(properties[f"{_P}dedup.by"])),
-            interval=timedelta(microseconds=int(properties[f"{_P}dedup.interval_us"])),
-            bucket_width=timedelta(microseconds=int(properties[f"{_P}dedup.bucket_width_us"])),
-            quarantine_path=properties.get(f"{_P}dedup.quarantine_path"),
+            by=tuple(json.loads(found["dedup.by"])),
+            interval=timedelta(microseconds=int(found["dedup.interval_us"])),
+            bucket_width=timedelta(microseconds=int(found["dedup.bucket_width_us"])),
+            quarantine_path=found.get("dedup.quarantine_path"),
         )
 
 

@@ -33,6 +33,7 @@ _TASK_TIME_US = "_task_time_us"
 _DROPPED = "_dropped"
 _ORDER_NULL = "_order_null"
 _SOURCE = "_source"
+INCOMING_FLAG = "_incoming"
 _INCOMING, _EXISTING = 1, 0
 
 
@@ -106,14 +107,22 @@ def resolve_versions(
 ) -> DataFrame:
     """Splice ``incoming`` versions into the ``existing`` versions of the same keys.
 
-    ``existing`` must hold, for every key of ``incoming``, each stored version with ``valid_to`` NULL or
-    later than the smallest incoming ``valid_from`` (older versions cannot change). Returns every resolved
-    version with its new ``valid_to`` and ``segment``, plus ``_incoming`` (the row comes from the batch)
-    and ``_changed`` (the store must write it).
+    ``existing`` must hold the key, ``valid_from`` and ``valid_to`` of every stored version of
+    ``incoming``'s keys with ``valid_to`` NULL or later than the smallest incoming ``valid_from`` (older
+    versions cannot change); their values are not needed, so a store with wide values reads narrow columns.
+    Returns the versions the store must write: every incoming version (with its ``valid_to``, values and
+    ``_incoming`` true; one that replaces a stored version at the same ``valid_from`` updates it), and
+    every stored version whose ``valid_to`` changes (``_incoming`` false, NULL values: only ``valid_to``
+    and ``segment`` are to be updated).
     """
     payload = [TOMBSTONE, *values]
+    payload_types = dict(incoming.select(*payload).dtypes)
     union = existing.select(
-        *keys, VALID_FROM, VALID_TO, *payload, F.lit(_EXISTING).alias(_SOURCE)
+        *keys,
+        VALID_FROM,
+        VALID_TO,
+        *[F.lit(None).cast(payload_types[c]).alias(c) for c in payload],
+        F.lit(_EXISTING).alias(_SOURCE),
     ).unionByName(
         incoming.select(
             *keys,
@@ -123,43 +132,27 @@ def resolve_versions(
             F.lit(_INCOMING).alias(_SOURCE),
         )
     )
-    # Existing sorts before incoming at the same valid_from, so an incoming version sees the version it
-    # replaces just before it, and a replaced version sees its replacement just after it.
+    # Existing sorts before incoming at the same valid_from, so a replaced version sees its replacement
+    # just after it (and is dropped: the replacement updates its row).
     by_time = Window.partitionBy(*keys).orderBy(F.col(VALID_FROM).asc(), F.col(_SOURCE).asc())
-    same_time_before = F.lag(VALID_FROM, 1).over(by_time) == F.col(VALID_FROM)
-    replaced = (F.lead(VALID_FROM, 1).over(by_time) == F.col(VALID_FROM)) & (F.col(_SOURCE) == _EXISTING)
-    with_neighbours = union.select(
+    next_from = F.lead(VALID_FROM, 1).over(by_time)
+    replaced = (next_from == F.col(VALID_FROM)) & (F.col(_SOURCE) == _EXISTING)
+    resolved = union.select(
         *keys,
         VALID_FROM,
+        VALID_TO,
         *payload,
         F.col(_SOURCE),
-        F.lead(VALID_FROM, 1).over(by_time).alias("_new_valid_to"),
+        next_from.alias("_new_valid_to"),
         F.coalesce(replaced, F.lit(False)).alias("_replaced"),
-        F.coalesce(same_time_before, F.lit(False)).alias("_replaces"),
-        F.when(F.col(_SOURCE) == _EXISTING, F.col(VALID_TO))
-        .otherwise(F.lag(VALID_TO, 1).over(by_time))
-        .alias("_old_valid_to"),
-        *[F.lag(c, 1).over(by_time).alias(f"_old_{c}") for c in payload],
     )
-    return _flag_changes(with_neighbours.where(~F.col("_replaced")), keys, payload, interval_us)
-
-
-def _flag_changes(
-    resolved: DataFrame, keys: Sequence[str], payload: Sequence[str], interval_us: int
-) -> DataFrame:
-    incoming = F.col(_SOURCE) == _INCOMING
-    same_payload = F.lit(True)
-    for column in payload:
-        same_payload = same_payload & F.col(column).eqNullSafe(F.col(f"_old_{column}"))
-    unchanged_incoming = F.col("_replaces") & same_payload
-    same_valid_to = F.col("_new_valid_to").eqNullSafe(F.col("_old_valid_to"))
-    changed = F.when(incoming, ~unchanged_incoming | ~same_valid_to).otherwise(~same_valid_to)
-    return resolved.select(
+    incoming_row = F.col(_SOURCE) == _INCOMING
+    changed = incoming_row | ~F.col("_new_valid_to").eqNullSafe(F.col(VALID_TO))
+    return resolved.where(~F.col("_replaced") & changed).select(
         *keys,
         VALID_FROM,
         F.col("_new_valid_to").alias(VALID_TO),
         segment_column(F.col("_new_valid_to"), interval_us).alias(SEGMENT_COL),
         *payload,
-        incoming.alias("_incoming"),
-        changed.alias("_changed"),
+        incoming_row.alias(INCOMING_FLAG),
     )

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.versioned.store import VersionedStore
 
-HISTORY_RETENTION = timedelta(minutes=30)
+HISTORY_RETENTION = timedelta(hours=1)  # longer than the 40 minutes of generated data
 DEMO_BATCH_ID = 0
 
 

@@ -8,13 +8,12 @@ from datetime import timedelta
 
 from pyspark.sql import types as T
 
-from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
+from lakehouse import delta_ops
+from lakehouse.errors import InvalidInputError
 from lakehouse.schemas import load_schema
 from lakehouse.versioned.segments import micros
 
 KIND = "versioned_store"
-FORMAT_VERSION = "1"
-_P = "lakehouse."
 
 
 @dataclass(frozen=True)
@@ -46,14 +45,15 @@ class StoreSettings:
 
     def properties(self) -> dict[str, str]:
         """The ``lakehouse.*`` table properties recording these settings."""
-        return {
-            f"{_P}kind": KIND,
-            f"{_P}format_version": FORMAT_VERSION,
-            f"{_P}keys": json.dumps(list(self.keys)),
-            f"{_P}values": json.dumps(list(self.values)),
-            f"{_P}history_retention_us": str(self.retention_us),
-            f"{_P}segment_interval_us": str(self.interval_us),
-        }
+        return delta_ops.settings_properties(
+            KIND,
+            {
+                "keys": json.dumps(list(self.keys)),
+                "values": json.dumps(list(self.values)),
+                "history_retention_us": str(self.retention_us),
+                "segment_interval_us": str(self.interval_us),
+            },
+        )
 
     @classmethod
     def from_properties(cls, path: str, properties: dict[str, str]) -> StoreSettings:
@@ -62,14 +62,12 @@ class StoreSettings:
         Raises:
             StoreSettingsConflictError: the table is not a lakehouse versioned store.
         """
-        kind = properties.get(f"{_P}kind")
-        if kind != KIND:
-            raise StoreSettingsConflictError(path, f"{_P}kind", str(kind), KIND)
+        found = delta_ops.settings_from_properties(path, properties, KIND)
         return cls(
-            keys=tuple(json.loads(properties[f"{_P}keys"])),
-            values=tuple(json.loads(properties[f"{_P}values"])),
-            history_retention=timedelta(microseconds=int(properties[f"{_P}history_retention_us"])),
-            segment_interval=timedelta(microseconds=int(properties[f"{_P}segment_interval_us"])),
+            keys=tuple(json.loads(found["keys"])),
+            values=tuple(json.loads(found["values"])),
+            history_retention=timedelta(microseconds=int(found["history_retention_us"])),
+            segment_interval=timedelta(microseconds=int(found["segment_interval_us"])),
         )
 
 

@@ -52,6 +52,8 @@ APP_ID = "lakehouse.versioned_store"
 _STREAM_TIME = "stream_time_us"
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
 _DEFAULT_FILE_RETENTION = timedelta(days=7)
+# Our MERGE source is checkpointed already (see VersionedStore._merge).
+_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
 class VersionedStore:
@@ -231,23 +233,38 @@ class VersionedStore:
                     "records": stats["records"],
                     "dropped": stats["dropped"],
                 }
-                written = self._merge(marked, stats["min_accepted_us"], batch_id, metadata)
+                written = self._merge(marked, stats["records"], stats["min_accepted_us"], batch_id, metadata)
         finally:
             marked.unpersist()
         return PutAllResult(batch_id, stats["records"], stats["dropped"], written, _datetime(new_stream_time))
 
     def _merge(
-        self, marked: DataFrame, min_t_us: int, batch_id: int | None, metadata: Mapping[str, Any]
+        self,
+        marked: DataFrame,
+        records: int,
+        min_t_us: int,
+        batch_id: int | None,
+        metadata: Mapping[str, Any],
     ) -> int:
+        """Write the batch's resolved versions with one MERGE; returns the rows it inserted or updated.
+
+        Only the latest versions and the segments that can hold a ``valid_to`` after the batch's oldest
+        accepted record are read (literal partition bounds, also in the MERGE condition so Delta prunes the
+        target too). The source is checkpointed once, so Delta's passes over it see one result and need not
+        materialize it again; when the batch is small (by Spark's broadcast threshold) it is broadcast, so
+        the store's touched files are scanned without being shuffled.
+        """
         keys, values = self.settings.keys, self.settings.values
         incoming = _plan.incoming_versions(marked, keys, values)
+        batch_keys = _broadcast_if_small(incoming.select(*keys).distinct(), records)
         existing = (
             self.table()
             .where(segments_from(min_t_us, self.settings.interval_us))
-            .join(incoming.select(*keys).distinct(), on=list(keys), how="left_semi")
+            .select(*keys, VALID_FROM, VALID_TO)
+            .join(batch_keys, on=list(keys), how="left_semi")
         )
         resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
-        changed = resolved.where("_changed").drop("_incoming", "_changed")
+        source = _broadcast_if_small(resolved.localCheckpoint(eager=True), 2 * records)
         min_segment = segment_of(min_t_us, self.settings.interval_us)
         condition = " AND ".join(
             [
@@ -256,13 +273,19 @@ class VersionedStore:
                 f"(t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {min_segment})",
             ]
         )
-        with delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **metadata):
+        every_column = {f"`{c}`": f"s.`{c}`" for c in (*keys, *_plan.SYSTEM_COLUMNS, *values)}
+        bounds_only = {VALID_TO: f"s.{VALID_TO}", SEGMENT_COL: f"s.{SEGMENT_COL}"}
+        with (
+            delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **metadata),
+            delta_ops.session_confs(self.spark, {_MATERIALIZE_SOURCE: "none"}),
+        ):
             merged = (
                 DeltaTable.forPath(self.spark, self.path)
                 .alias("t")
-                .merge(changed.alias("s"), condition)
-                .whenMatchedUpdateAll()
-                .whenNotMatchedInsertAll()
+                .merge(source.alias("s"), condition)
+                .whenMatchedUpdate(condition=f"s.{_plan.INCOMING_FLAG}", set=every_column)
+                .whenMatchedUpdate(set=bounds_only)
+                .whenNotMatchedInsert(values=every_column)
                 .execute()
                 .first()
             )
@@ -422,6 +445,44 @@ class VersionedStore:
         )
         require_columns(df.schema, expected, "put_all batch")
         require_order_columns(df, sequence_by)
+
+
+def _broadcast_if_small(df: DataFrame, rows: int) -> DataFrame:
+    """``df`` with a broadcast hint if ``rows`` of its width fit Spark's ``autoBroadcastJoinThreshold``.
+
+    Spark cannot see the size of a checkpointed or re-aggregated batch before running it; we know its row
+    count from the batch's stats, so we apply Spark's own threshold (-1 disables broadcasting).
+    """
+    threshold = df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1"
+    limit = _bytes(threshold)
+    width = sum(_WIDTH.get(type(field.dataType), _OTHER_WIDTH) for field in df.schema.fields)
+    return df.hint("broadcast") if 0 <= rows * width <= limit else df
+
+
+# Bytes per value, as Spark's own estimates count them (``DataType.defaultSize``).
+_WIDTH: dict[type[T.DataType], int] = {
+    T.BooleanType: 1,
+    T.ByteType: 1,
+    T.ShortType: 2,
+    T.IntegerType: 4,
+    T.FloatType: 4,
+    T.DateType: 4,
+    T.LongType: 8,
+    T.DoubleType: 8,
+    T.TimestampType: 8,
+    T.TimestampNTZType: 8,
+    T.StringType: 20,
+}
+_OTHER_WIDTH = 64
+
+
+def _bytes(size: str) -> int:
+    """A Spark byte-size conf value (``10485760``, ``10485760b``, ``10MB``) in bytes; -1 stays -1."""
+    text = size.strip().lower().removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 def _reject_nulls(stats: Any) -> None:
