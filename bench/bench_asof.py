@@ -4,13 +4,16 @@ Three workloads (issue 5): (1) full history: the stream spans the whole table hi
 carrying ``--hot`` of the events and of the versions; (3) incremental: a long history (``--segments``
 validTo segments) and a stream batch covering only its latest 1 %.
 
-Run: ``.venv/bin/python bench/bench_asof.py [--events 10000000 --keys 1000000 --versions 10]``; writes
-``bench/RESULTS_asof.md``. Every peer runs in this one process on the same data; each result is written to
-the ``noop`` sink (full materialization) and checked row for row against asof_join.
+Run: ``.venv/bin/python bench/bench_asof.py [--events 10000000 --keys 1000000 --versions 10] [--out F]``;
+prints (and writes to ``F``) one markdown table row per workload. Tables and stream batches are generated
+straight into Delta (one append each), then every peer runs in this one process on the same data; each
+result is written to the ``noop`` sink (full materialization) and checked row for row against asof_join
+(one full outer join on the event id).
 
 Peers: *naive* = equi-join on key, ``valid_from <= t``, ``row_number`` over the event by ``valid_from``
-desc; *floor* = a lookup join with the latest version per key (not temporal: what any stream-table join
-costs); *tempo* = ``dbl-tempo`` ``asofJoin(skipNulls=False)`` (default union+window path), if importable.
+desc (skipped where the hot key makes it quadratic: ``--naive-limit`` candidate pairs); *floor* = a lookup
+join with the latest version per key (not temporal: what any stream-table join costs); *tempo* =
+``dbl-tempo`` ``asofJoin(skipNulls=False)`` (default union+window path), if importable.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -92,11 +96,16 @@ def bulk_store(
     return store
 
 
-def stream(spark: SparkSession, events: int, keys: int, t0_s: float, t1_s: float, hot: float) -> DataFrame:
-    """``events`` records with uniform keys (a ``hot`` share on the hot key) and times in [t0, t1)."""
+def stream(
+    spark: SparkSession, path: str, events: int, keys: int, t0_s: float, t1_s: float, hot: float
+) -> DataFrame:
+    """``events`` records with uniform keys (a ``hot`` share on the hot key) and times in [t0, t1),
+    written to a Delta table at ``path`` (a batch job reads its batch from storage) and read back."""
     key = F.when(F.rand(7) < hot, F.lit(HOT_KEY)).otherwise((F.rand(8) * keys).cast("long") + 1)
     t = F.timestamp_micros(((F.lit(t0_s) + F.rand(9) * (t1_s - t0_s)) * 1e6).cast("long"))
-    return spark.range(events).select(F.col("id"), key.alias("k"), t.alias("timestamp"))
+    batch = spark.range(events).select(F.col("id"), key.alias("k"), t.alias("timestamp"))
+    batch.write.format("delta").save(path)
+    return spark.read.format("delta").load(path)
 
 
 def naive(events: DataFrame, table: DataFrame) -> DataFrame:
@@ -134,47 +143,78 @@ def tempo_join(events: DataFrame, table: DataFrame) -> DataFrame:
     return joined.df.select("id", "k", "timestamp", F.col("r_v").alias("v"))
 
 
-def differing(a: DataFrame, b: DataFrame) -> int:
-    """Rows of (id, v) in one result and not the other (both directions, duplicates count)."""
-    x, y = a.select("id", "v"), b.select("id", "v")
-    return x.exceptAll(y).count() + y.exceptAll(x).count()
+def differing(a: DataFrame, b: DataFrame, events: int) -> int:
+    """Events whose (v, valid_from) differ between two results (one side missing counts; a duplicated
+    event id counts too, as extra rows), in one full outer join on the event id."""
+    x = a.select("id", F.col("v").alias("xv"))
+    y = b.select("id", F.col("v").alias("yv"))
+    row = (
+        x.join(y, on="id", how="full_outer")
+        .agg(F.count(F.lit(1)).alias("rows"), F.count(F.when(~F.col("xv").eqNullSafe(F.col("yv")), 1)))
+        .first()
+    )
+    assert row is not None
+    return int(row[1]) + abs(int(row["rows"]) - events)
 
 
-def workload(
-    spark: SparkSession, name: str, store: VersionedStore, events: DataFrame, repeats: int
-) -> list[str]:
-    """Each peer ``repeats`` times, best time kept (the first run of a process pays JIT and Delta-log
-    warm-up). asof_join's time includes its planning: the stream aggregate and the store's history read."""
-    table = store.table()
+def join_strategy(df: DataFrame) -> str:
+    """The join operator and the count of shuffles in the (initial, pre-AQE) physical plan."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    kinds = ("SortMergeJoin", "ShuffledHashJoin", "BroadcastHashJoin", "BroadcastNestedLoopJoin")
+    found = [k for k in kinds if k in plan]
+    return f"{'+'.join(found) or '?'}, {plan.count('Exchange hashpartitioning')} shuffles"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload: its store, its stream batch, and whether the naive peer is affordable on it."""
+
+    name: str
+    store: VersionedStore
+    events: DataFrame
+    event_count: int
+    naive: bool
+
+
+def workload(work: Workload, repeats: int) -> list[str]:
+    """asof_join and the floor ``repeats`` times (best kept: the first run of a process pays JIT and
+    Delta-log warm-up), naive and Tempo once. asof_join's time includes its planning (the stream
+    aggregate and the store's history read), also shown alone."""
+    table = work.store.table()
+    events = work.events
+    plan_s: list[float] = []
 
     def ours() -> DataFrame:
-        return asof_join_with_stats(events, store).frame.select("id", "k", "timestamp", "v", "valid_from")
+        start = time.perf_counter()
+        frame = asof_join_with_stats(events, work.store).frame
+        plan_s.append(time.perf_counter() - start)
+        return frame.select("id", "k", "timestamp", "v", "valid_from")
 
     runs: dict[str, Callable[[], DataFrame] | None] = {
         "asof_join": ours,
         "floor": lambda: floor(events, table),
-        "naive": lambda: naive(events, table),
+        "naive": (lambda: naive(events, table)) if work.naive else None,
         "tempo": (lambda: tempo_join(events, table)) if tempo_available() else None,
     }
     seconds: dict[str, float | None] = {}
     for peer, build in runs.items():
-        seconds[peer] = (
-            None if build is None else min(timed(lambda b=build: sink(b())) for _ in range(repeats))
-        )
-    result = asof_join_with_stats(events, store)
+        times = repeats if peer in ("asof_join", "floor") else 1
+        seconds[peer] = None if build is None else min(timed(lambda b=build: sink(b())) for _ in range(times))
+    result = asof_join_with_stats(events, work.store)
     mine = result.frame.select("id", "k", "timestamp", "v", "valid_from")
     checks = [
-        f"{peer} differs in {differing(mine, build())} rows"
+        f"{peer} differs in {differing(mine, build(), work.event_count)} rows"
         for peer, build in runs.items()
         if build and peer in ("naive", "tempo")
     ]
-    files = len(set(mine.inputFiles())), len(table.inputFiles())
+    files = len(set(mine.inputFiles())) - 1, len(table.inputFiles())  # minus the stream's one file
     cell = {p: "n/a" if s is None else f"{s:.1f}" for p, s in seconds.items()}
     ratio = (seconds["asof_join"] or 0) / (seconds["floor"] or 1)
+    stats = result.stats
     return [
-        f"| {name} | {cell['asof_join']} | {cell['floor']} | {cell['naive']} | "
-        f"{cell['tempo']} | {ratio:.2f} | {files[0]}/{files[1]} | {result.stats.bucket} | "
-        f"{'; '.join(checks) or '-'} |"
+        f"| {work.name} | {cell['asof_join']} ({min(plan_s):.1f}) | {cell['floor']} | {cell['naive']} | "
+        f"{cell['tempo']} | {ratio:.2f} | {files[0]}/{files[1]} | {stats.hot_groups} | "
+        f"{join_strategy(mine)} / {join_strategy(floor(events, table))} | {'; '.join(checks) or '-'} |"
     ]
 
 
@@ -194,32 +234,35 @@ def run(args: argparse.Namespace) -> list[str]:
     root = Path(tempfile.mkdtemp(prefix="bench-asof-"))
     span_s = args.versions * STEP_S
     lines = [
-        f"**SMALL SCALE ({args.events:,} events, {args.keys:,} keys x {args.versions} versions) on a shared "
-        f"2-core machine: indicative only, not the issue's 10M x 10M targets.** `local[*]`, "
-        f"{args.partitions} shuffle partitions, AQE as configured by lakehouse.session; best of "
-        f"{args.repeats} runs per peer (asof_join includes its planning aggregate).",
+        f"{args.events:,} events, {args.keys:,} keys x {args.versions} versions; `local[*]` on 2 cores, "
+        f"{args.partitions} shuffle partitions, AQE as configured by lakehouse.session; asof_join and floor "
+        f"best of {args.repeats}, naive and tempo once.",
         "",
-        "| workload | asof_join (s) | floor (s) | naive (s) | tempo (s) | asof/floor | files read | bucket "
-        "| row check vs asof_join |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | asof_join s (planning s) | floor s | naive s | tempo s | asof/floor | files read "
+        "| hot groups | join: asof / floor | row check vs asof_join |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    hot_pairs = (args.events * args.hot) * (args.keys * args.versions * args.hot / (1 - args.hot))
     try:
         interval = timedelta(seconds=span_s / 10)
         uniform = bulk_store(spark, str(root / "uniform"), args.keys, args.versions, 0.0, interval)
-        events = stream(spark, args.events, args.keys, 0, span_s, 0.0)
-        lines += workload(spark, "full history", uniform, events, args.repeats)
+        events = stream(spark, str(root / "s1"), args.events, args.keys, 0, span_s, 0.0)
+        lines += workload(Workload("full history", uniform, events, args.events, True), args.repeats)
         hot = bulk_store(spark, str(root / "hot"), args.keys, args.versions, args.hot, interval)
-        events = stream(spark, args.events, args.keys, 0, span_s, args.hot)
-        lines += workload(spark, f"hot key ({args.hot:.0%})", hot, events, args.repeats)
+        events = stream(spark, str(root / "s2"), args.events, args.keys, 0, span_s, args.hot)
+        name = f"hot key ({args.hot:.0%})"
+        lines += workload(
+            Workload(name, hot, events, args.events, hot_pairs <= args.naive_limit), args.repeats
+        )
         long_versions = args.versions * args.long
         long_span = long_versions * STEP_S
         long_interval = timedelta(seconds=long_span / args.segments)
         long_keys = max(1, args.keys // args.long)
         history = bulk_store(spark, str(root / "long"), long_keys, long_versions, 0.0, long_interval)
-        events = stream(spark, args.events // 10, long_keys, long_span * 0.99, long_span, 0.0)
-        lines += workload(
-            spark, f"incremental ({args.segments} segments, last 1%)", history, events, args.repeats
-        )
+        count = args.events // 10
+        events = stream(spark, str(root / "s3"), count, long_keys, long_span * 0.99, long_span, 0.0)
+        name = f"incremental ({args.segments} segments, last 1%)"
+        lines += workload(Workload(name, history, events, count, True), args.repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return lines
@@ -234,11 +277,15 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=20, help="incremental: x versions/key")
     parser.add_argument("--segments", type=int, default=120, help="incremental: segments")
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=2, help="runs per peer, best kept")
-    parser.add_argument("--out", default="bench/RESULTS_asof.md")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of asof_join and floor, best kept")
+    parser.add_argument(
+        "--naive-limit", type=float, default=1e10, help="skip naive above this many hot-key candidate pairs"
+    )
+    parser.add_argument("--out", help="also write the table to this file")
     args = parser.parse_args()
     lines = run(args)
-    Path(args.out).write_text("## As-of join (issue 5)\n\n" + "\n".join(lines) + "\n")
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
-from lakehouse.asof.join import asof_join
+from lakehouse.asof._source import source_of
+from lakehouse.asof.join import JoinOptions, join_source
 from lakehouse.errors import InvalidInputError
 from lakehouse.versioned.segments import from_micros, micros
 from lakehouse.versioned.store import VersionedStore
@@ -71,31 +72,41 @@ def asof_join_with_grace(
         InvalidInputError: a negative grace, a grace above the history retention, a bad batch id.
     """
     _check_grace(store, grace)
+    options = JoinOptions(timestamp, how, prefix, suffix)
     spark = stream_df.sparkSession
     pending_exists = DeltaTable.isDeltaTable(spark, pending_path)
     if pending_exists and not delta_ops.check_new_batch(spark, pending_path, APP_ID, batch_id):
         return GraceRunResult(
             batch_id, 0, _count(spark, pending_path), _recorded_cutoff(spark, sink_path, batch_id), True
         )
-    cutoff_us = _cutoff_us(spark, store, grace, sink_path, batch_id)
+    source = source_of(store, None)  # rows and stream time of one Delta version of the store
+    cutoff_us = _cutoff_us(spark, source.stream_time_us, grace, sink_path, batch_id)
     combined = stream_df
     if pending_exists:
         combined = combined.unionByName(_pending_snapshot(spark, pending_path))
     t = F.col(timestamp)
     ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= F.timestamp_micros(F.lit(cutoff_us)))
-    joined = asof_join(
-        combined.where(ready_now), store, timestamp=timestamp, how=how, prefix=prefix, suffix=suffix
-    )
+    joined = join_source(combined.where(ready_now), source, options).frame
     # Order matters for crash safety: the sink commit records the cutoff a re-run must reuse.
+    _append_to_sink(joined, sink_path, batch_id, cutoff_us)
+    emitted = _rows_written(spark, sink_path, batch_id)
+    _write_pending(combined.where(~ready_now), pending_path, batch_id)
+    cutoff = None if cutoff_us is None else from_micros(cutoff_us)
+    return GraceRunResult(batch_id, emitted, _count(spark, pending_path), cutoff)
+
+
+def _append_to_sink(joined: DataFrame, sink_path: str, batch_id: int, cutoff_us: int | None) -> None:
+    """Commit 1: the joined records, with the cutoff; skipped by Delta if the batch is already there."""
     joined.write.format("delta").mode("append").options(
         **delta_ops.writer_options(APP_ID, batch_id, **{_CUTOFF: cutoff_us})
     ).save(sink_path)
-    emitted = _rows_written(spark, sink_path, batch_id)
-    combined.where(~ready_now).write.format("delta").mode("overwrite").options(
+
+
+def _write_pending(waiting: DataFrame, pending_path: str, batch_id: int) -> None:
+    """Commit 2: the records still waiting replace the pending table (skipped if the batch is there)."""
+    waiting.write.format("delta").mode("overwrite").options(
         **delta_ops.writer_options(APP_ID, batch_id)
     ).save(pending_path)
-    cutoff = None if cutoff_us is None else from_micros(cutoff_us)
-    return GraceRunResult(batch_id, emitted, _count(spark, pending_path), cutoff)
 
 
 def _check_grace(store: VersionedStore, grace: timedelta) -> None:
@@ -111,15 +122,14 @@ def _check_grace(store: VersionedStore, grace: timedelta) -> None:
 
 
 def _cutoff_us(
-    spark: SparkSession, store: VersionedStore, grace: timedelta, sink: str, batch_id: int
+    spark: SparkSession, stream_time_us: int | None, grace: timedelta, sink: str, batch_id: int
 ) -> int | None:
-    """The cutoff a crashed run of this batch recorded, else ``table stream time - grace`` now."""
+    """The cutoff a crashed run of this batch recorded, else ``table stream time - grace``."""
     if DeltaTable.isDeltaTable(spark, sink):
         found = delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
         if found is not None:
             recorded = found[1].get(_CUTOFF)
             return None if recorded is None else int(recorded)
-    stream_time_us = store._stream_time_us()
     return None if stream_time_us is None else stream_time_us - micros(grace)
 
 

@@ -19,13 +19,16 @@ Semantics (the contract; bounds matter):
   named ``prefix + name + suffix``. A name that clashes with a stream column raises
   :class:`ColumnClashError`. The key columns are the stream's (not repeated).
 
-Execution: one small aggregate over the stream batch (min and max time, expired count), then one
-equi-join on (key, time bucket) with the range condition as a join filter: never a cross join, never a
-collect. The table side is pruned with literal bounds from the batch: validTo segments below the batch's
-start (or below the retention horizon) are not read (Delta partition pruning), and versions starting after
-the batch's end are skipped by file statistics. Each version is repeated once per bucket its validity
-covers within the batch's time range (at most ``max_buckets + 1`` times), so a hot key's events and
-versions spread over up to that many join tasks instead of one.
+Execution: one small aggregate over the stream batch (min and max time, expired count, and the events
+per hash group of keys, from which hot keys are found), then one equi-join on the key (plus a time bucket
+when some keys are hot) with the range condition as a join filter: never a cross join, never a collect.
+The table side is pruned with literal bounds from the batch: validTo segments below the batch's start (or
+below the retention horizon) are not read (Delta partition pruning), and versions starting after the
+batch's end are skipped by file statistics. An ordinary key is joined in one piece (each version read
+once, no duplication). A hot key (its hash group of keys has at least ``hot_events`` events in the batch)
+is split into time buckets of about ``hot_events / 64`` events, each version repeated once per bucket
+its validity covers, so its events and versions spread over many join tasks and each event is compared
+with the few versions of its bucket instead of all the key's versions.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -47,12 +51,15 @@ from lakehouse.versioned.segments import from_micros, micros, segment_of
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BUCKETS = 8
+DEFAULT_HOT_EVENTS = 10_000
+_HOT_SPLIT = 64  # a hot key's time buckets hold about hot_events / _HOT_SPLIT events each
+_HASH_GROUPS = 1 << 15  # keys are counted per hash group: a bounded aggregate, whatever the key count
+_HOT_FACTOR = 8  # a hot group also has >= _HOT_FACTOR x the mean events per group
+_MAX_HOT_GROUPS = 64
 _HOW = ("left", "inner")
-_T = "__asof_t"
+_GROUP = "__asof_group"
 _STREAM_BUCKET = "__asof_stream_bucket"
 _TABLE_BUCKET = "__asof_table_bucket"
-_FROM = "__asof_valid_from"
 _TO = "__asof_valid_to"
 _KEY = "__asof_key_{}"
 
@@ -77,8 +84,10 @@ class AsOfJoinStats:
         expired_lookups: Records with ``t < stream_time - history_retention`` (answered by the latest
             version only, or not at all).
         min_time / max_time: The batch's time range (None for an empty batch or all-NULL times).
-        bucket: Width of the time buckets of the equi-join.
+        bucket: Width of the time buckets of an ordinary key (the batch's whole time range, unless
+            ``bucket=`` was given).
         first_segment: The oldest validTo segment read (None: no segment pruning applied).
+        hot_groups: Hash groups of keys split into finer time buckets (their hot keys).
     """
 
     records: int
@@ -87,6 +96,7 @@ class AsOfJoinStats:
     max_time: datetime | None
     bucket: timedelta
     first_segment: int | None
+    hot_groups: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,7 @@ def asof_join(
     prefix: str = "",
     suffix: str = "",
     bucket: timedelta | None = None,
-    max_buckets: int = DEFAULT_MAX_BUCKETS,
+    hot_events: int = DEFAULT_HOT_EVENTS,
 ) -> DataFrame:
     """Join each stream record with the table version valid at its ``timestamp`` (see the module doc).
 
@@ -117,8 +127,9 @@ def asof_join(
         on: Key column(s), named alike on both sides; default: the store's key columns.
         how: ``"left"`` (keep unmatched stream records) or ``"inner"``.
         prefix / suffix: Added to the names of the table's value columns and ``valid_from``.
-        bucket: Width of the join's time buckets; default: the batch's time range / ``max_buckets``.
-        max_buckets: Upper bound on the buckets of a batch when ``bucket`` is not given.
+        bucket: Width of the join's time buckets for every key (no hot-key detection); default: one
+            bucket for an ordinary key, finer buckets for hot keys.
+        hot_events: Events in the batch from which a key (its hash group) is hot and split into buckets.
 
     Returns:
         A lazy DataFrame: the stream's columns, then the value columns and ``<prefix>valid_from<suffix>``.
@@ -126,13 +137,13 @@ def asof_join(
     Raises:
         ColumnClashError: an added column would shadow a stream column.
         SchemaMismatchError: a missing key or timestamp column, or a timestamp that is not TIMESTAMP.
-        InvalidInputError: a bad ``how``, ``on``, ``bucket`` or ``max_buckets``.
+        InvalidInputError: a bad ``how``, ``on``, ``bucket`` or ``hot_events``.
 
     Examples:
         >>> priced = asof_join(transactions, rates_store, timestamp="event_time")  # doctest: +SKIP
     """
     return asof_join_with_stats(
-        stream_df, store, on, timestamp, how, prefix, suffix, bucket, max_buckets
+        stream_df, store, on, timestamp, how, prefix, suffix, bucket, hot_events
     ).frame
 
 
@@ -145,20 +156,45 @@ def asof_join_with_stats(
     prefix: str = "",
     suffix: str = "",
     bucket: timedelta | None = None,
-    max_buckets: int = DEFAULT_MAX_BUCKETS,
+    hot_events: int = DEFAULT_HOT_EVENTS,
 ) -> AsOfJoinResult:
-    """:func:`asof_join`, also returning the batch's :class:`AsOfJoinStats` (expired lookups, plan)."""
-    if how not in _HOW:
-        raise InvalidInputError(f"how must be one of {list(_HOW)}, got {how!r}")
-    if max_buckets < 1:
-        raise InvalidInputError(f"max_buckets must be >= 1, got {max_buckets}")
-    if bucket is not None and bucket < timedelta(microseconds=1):
-        raise InvalidInputError(f"bucket must be >= 1 microsecond, got {bucket}")
-    source = source_of(store, on)
+    """:func:`asof_join`, also returning the batch's :class:`AsOfJoinStats` (expired lookups, plan).
+
+    A :class:`VersionedStore` is read at one Delta version (its current one): the rows and the stream time
+    that decides expiry come from the same snapshot, and commits made after this call are not seen.
+    """
+    options = JoinOptions(timestamp, how, prefix, suffix, bucket, hot_events)
+    return join_source(stream_df, source_of(store, on), options)
+
+
+@dataclass(frozen=True)
+class JoinOptions:
+    """The arguments of :func:`asof_join` past the two sides and the key; checked when built."""
+
+    timestamp: str = "timestamp"
+    how: str = "left"
+    prefix: str = ""
+    suffix: str = ""
+    bucket: timedelta | None = None
+    hot_events: int = DEFAULT_HOT_EVENTS
+
+    def __post_init__(self) -> None:
+        if self.how not in _HOW:
+            raise InvalidInputError(f"how must be one of {list(_HOW)}, got {self.how!r}")
+        if self.hot_events < 1:
+            raise InvalidInputError(f"hot_events must be >= 1, got {self.hot_events}")
+        if self.bucket is not None and self.bucket < timedelta(microseconds=1):
+            raise InvalidInputError(f"bucket must be >= 1 microsecond, got {self.bucket}")
+
+
+def join_source(stream_df: DataFrame, source: VersionSource, options: JoinOptions) -> AsOfJoinResult:
+    """:func:`asof_join_with_stats` over an already normalized (and, for a store, pinned) table side."""
+    timestamp, how = options.timestamp, options.how
     _check_stream(stream_df, source.keys, timestamp)
-    renamed = {v: f"{prefix}{v}{suffix}" for v in (*source.values, VALID_FROM)}
+    renamed = {v: f"{options.prefix}{v}{options.suffix}" for v in (*source.values, VALID_FROM)}
     _check_clashes(stream_df, list(renamed.values()))
-    batch = _batch_stats(stream_df, timestamp, source, bucket, max_buckets)
+    key_types = {f.name: f.dataType for f in stream_df.schema.fields if f.name in source.keys}
+    batch = _batch_stats(stream_df, timestamp, source, options.bucket, options.hot_events)
     stats = batch.stats
     if stats.expired_lookups:
         log.warning(
@@ -167,7 +203,7 @@ def asof_join_with_stats(
             stats.expired_lookups,
             from_micros(source.horizon_us or 0),
         )
-    versions = _bucketed_versions(_pruned_versions(source, batch), source, renamed, batch)
+    versions = _bucketed_versions(_pruned_versions(source, batch), source, renamed, batch, key_types)
     frame = _join(stream_df, versions, source, timestamp, how, renamed, batch)
     return AsOfJoinResult(frame, stats)
 
@@ -193,13 +229,27 @@ def _check_clashes(stream_df: DataFrame, added: list[str]) -> None:
 
 @dataclass(frozen=True)
 class _Batch:
-    """The stream batch's bounds in microseconds (None: no timed record) and the plan's numbers."""
+    """The stream batch's bounds in microseconds (None: no timed record) and the plan's numbers.
+
+    ``widths`` maps a hot hash group to its bucket width; ``bucket_us`` is every other key's width.
+    ``bucketed`` is False when the join needs no bucket at all (every key joined in one piece).
+    """
 
     stats: AsOfJoinStats
     min_us: int | None
     max_us: int | None
     lower_us: int | None  # the oldest time a non-latest version must still cover: max(min, horizon)
     bucket_us: int
+    widths: dict[int, int]
+
+    @property
+    def bucketed(self) -> bool:
+        return bool(self.widths) or self.bucket_us <= (self.max_us or 0) - (self.min_us or 0)
+
+
+def _group(columns: list[Column]) -> Column:
+    """The hash group of a key: keys are counted per group, and a hot group is split into buckets."""
+    return F.pmod(F.xxhash64(*columns), F.lit(_HASH_GROUPS))
 
 
 def _batch_stats(
@@ -207,26 +257,37 @@ def _batch_stats(
     timestamp: str,
     source: VersionSource,
     bucket: timedelta | None,
-    max_buckets: int,
+    hot_events: int,
 ) -> _Batch:
-    """The one aggregate over the stream batch, and the bucket width and first segment it implies."""
+    """The one aggregate over the stream batch (per hash group, then in total; a bounded result), and
+    the bucket widths and first segment it implies."""
     t_us = F.unix_micros(F.col(timestamp))
     expired = F.lit(False) if source.horizon_us is None else t_us < F.lit(source.horizon_us)
-    row = stream_df.agg(
+    per_group = stream_df.groupBy(_group([F.col(k) for k in source.keys]).alias(_GROUP)).agg(
         F.count(F.lit(1)).alias("records"),
         F.count(F.when(expired, 1)).alias("expired"),
+        F.count(t_us).alias("timed"),
         F.min(t_us).alias("min_us"),
         F.max(t_us).alias("max_us"),
+    )
+    row = per_group.agg(
+        F.sum("records").alias("records"),
+        F.sum("expired").alias("expired"),
+        F.min("min_us").alias("min_us"),
+        F.max("max_us").alias("max_us"),
+        F.collect_list(F.when(F.col("timed") >= hot_events, F.struct(_GROUP, "timed"))).alias("hot"),
     ).first()
     if row is None:
         raise LakehouseInternalError("an aggregate returned no row")
+    records = int(row["records"] or 0)
     min_us, max_us = row["min_us"], row["max_us"]
+    span_us = 1 if min_us is None else max_us - min_us + 1
+    widths: dict[int, int] = {}
     if bucket is not None:
         bucket_us = micros(bucket)
-    elif min_us is None:
-        bucket_us = 1
     else:
-        bucket_us = max(1, math.ceil((max_us - min_us + 1) / max_buckets))
+        bucket_us = span_us
+        widths = _hot_widths(row["hot"], records, span_us, hot_events)
     lower_us = None
     if min_us is not None:
         lower_us = min_us if source.horizon_us is None else max(min_us, source.horizon_us)
@@ -234,14 +295,34 @@ def _batch_stats(
     if lower_us is not None and source.interval_us is not None:
         first_segment = segment_of(lower_us, source.interval_us)
     stats = AsOfJoinStats(
-        records=int(row["records"]),
-        expired_lookups=int(row["expired"]),
+        records=records,
+        expired_lookups=int(row["expired"] or 0),
         min_time=None if min_us is None else from_micros(min_us),
         max_time=None if max_us is None else from_micros(max_us),
         bucket=timedelta(microseconds=bucket_us),
         first_segment=first_segment,
+        hot_groups=len(widths),
     )
-    return _Batch(stats, min_us, max_us, lower_us, bucket_us)
+    return _Batch(stats, min_us, max_us, lower_us, bucket_us, widths)
+
+
+def _hot_widths(hot: list[Any], records: int, span_us: int, hot_events: int) -> dict[int, int]:
+    """Bucket width of each hot group: about ``hot_events / _HOT_SPLIT`` of its events per bucket.
+
+    A group is hot with at least ``hot_events`` timed events and ``_HOT_FACTOR`` x the mean per group
+    (so a big uniform batch splits nothing); the ``_MAX_HOT_GROUPS`` hottest are split.
+    """
+    floor_events = _HOT_FACTOR * records / _HASH_GROUPS
+    groups = sorted(
+        (
+            (int(g[_GROUP]), int(g["timed"]))
+            for g in hot or []
+            if g is not None and g["timed"] >= floor_events
+        ),
+        key=lambda g: (-g[1], g[0]),
+    )[:_MAX_HOT_GROUPS]
+    per_bucket = max(1, hot_events // _HOT_SPLIT)
+    return {group: max(1, math.ceil(span_us / math.ceil(n / per_bucket))) for group, n in groups}
 
 
 def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:
@@ -267,22 +348,39 @@ def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:
 
 
 def _bucketed_versions(
-    versions: DataFrame, source: VersionSource, renamed: dict[str, str], batch: _Batch
+    versions: DataFrame,
+    source: VersionSource,
+    renamed: dict[str, str],
+    batch: _Batch,
+    key_types: dict[str, T.DataType],
 ) -> DataFrame:
-    """Each version once per time bucket its validity covers within the batch's time range."""
-    from_us = F.unix_micros(F.col(VALID_FROM))
-    # valid_to is exclusive: the last instant a version covers is valid_to - 1 microsecond.
-    last_us = F.coalesce(F.unix_micros(F.col(VALID_TO)) - 1, F.lit(batch.max_us))
-    first_bucket = F.floor(F.greatest(from_us, F.lit(batch.min_us)) / batch.bucket_us)
-    last_bucket = F.floor(F.least(last_us, F.lit(batch.max_us)) / batch.bucket_us)
-    return versions.select(
+    """The join's table side: each version once per time bucket its validity covers within the batch's
+    time range (once in all when the join is not bucketed)."""
+    columns = [
         *[F.col(k).alias(_KEY.format(i)) for i, k in enumerate(source.keys)],
-        F.col(VALID_FROM).alias(_FROM),
         F.col(VALID_TO).alias(_TO),
         *[F.col(v).alias(renamed[v]) for v in source.values],
         F.col(VALID_FROM).alias(renamed[VALID_FROM]),
-        F.explode(F.sequence(first_bucket.cast("long"), last_bucket.cast("long"))).alias(_TABLE_BUCKET),
-    )
+    ]
+    if not batch.bucketed:
+        return versions.select(*columns)
+    # Hash the key as the stream types it, so that both sides of a key land in the same group.
+    group = _group([F.col(k).cast(key_types[k]) for k in source.keys])
+    from_us = F.unix_micros(F.col(VALID_FROM))
+    # valid_to is exclusive: the last instant a version covers is valid_to - 1 microsecond.
+    last_us = F.coalesce(F.unix_micros(F.col(VALID_TO)) - 1, F.lit(batch.max_us))
+    first = _bucket_of(F.greatest(from_us, F.lit(batch.min_us)), group, batch)
+    last = _bucket_of(F.least(last_us, F.lit(batch.max_us)), group, batch)
+    return versions.select(*columns, F.explode(F.sequence(first, last)).alias(_TABLE_BUCKET))
+
+
+def _bucket_of(t_us: Column, group: Column, batch: _Batch) -> Column:
+    """The bucket of time ``t_us`` for a key of hash group ``group`` (buckets count from the batch start)."""
+    width = F.lit(batch.bucket_us)
+    if batch.widths:
+        hot = F.create_map(*[F.lit(x) for item in sorted(batch.widths.items()) for x in item])
+        width = F.coalesce(F.element_at(hot, group), width)
+    return F.floor((t_us - F.lit(batch.min_us)) / width).cast("long")
 
 
 def _join(
@@ -294,21 +392,24 @@ def _join(
     renamed: dict[str, str],
     batch: _Batch,
 ) -> DataFrame:
-    """Equi-join on (key, bucket) with the half-open range and the expiry rule as the join filter."""
-    stream = stream_df.select(
-        "*",
-        F.col(timestamp).alias(_T),
-        F.floor(F.unix_micros(F.col(timestamp)) / batch.bucket_us).cast("long").alias(_STREAM_BUCKET),
-    )
-    t, valid_to = F.col(_T), F.col(_TO)
+    """Equi-join on the key (and bucket) with the half-open range and the expiry rule as the join filter."""
+    # Every table column is renamed apart from the stream's, so the stream's own columns need no alias.
+    stream = stream_df
+    if batch.bucketed:
+        group = _group([F.col(k) for k in source.keys])
+        stream = stream_df.select(
+            "*", _bucket_of(F.unix_micros(F.col(timestamp)), group, batch).alias(_STREAM_BUCKET)
+        )
+    t, valid_to = stream[timestamp], F.col(_TO)
     same_key = [stream[k] == F.col(_KEY.format(i)) for i, k in enumerate(source.keys)]
+    if batch.bucketed:
+        same_key.append(F.col(_STREAM_BUCKET) == F.col(_TABLE_BUCKET))
     inside = t < valid_to
     if source.horizon_us is not None:
         # An expired lookup (t < horizon) may only be answered by the latest version (valid_to NULL).
         inside = inside & (t >= _timestamp(source.horizon_us))
-    in_range = (F.col(_FROM) <= t) & (valid_to.isNull() | inside)
-    condition = _all([*same_key, F.col(_STREAM_BUCKET) == F.col(_TABLE_BUCKET), in_range])
-    joined = stream.join(versions, on=condition, how=how)
+    in_range = (F.col(renamed[VALID_FROM]) <= t) & (valid_to.isNull() | inside)
+    joined = stream.join(versions, on=_all([*same_key, in_range]), how=how)
     return joined.select(
         *[stream[c] for c in stream_df.columns],
         *[F.col(renamed[v]) for v in (*source.values, VALID_FROM)],

@@ -14,7 +14,7 @@ from lakehouse.errors import InvalidInputError, SchemaMismatchError
 from lakehouse.versioned import VersionedStore
 from tests.asof.helpers import expected, joined, store_with, stream
 from tests.reference.versioned import VersionedStoreModel
-from tests.versioned.helpers import at
+from tests.versioned.helpers import at, batch_frame
 
 # Key "kip": KIP-889's table b0@0, b3@3. Key "k": x@10, deleted@20, y@30. Key "m": z@5.
 PUTS = [
@@ -84,17 +84,22 @@ def test_every_bucket_width_gives_the_same_rows(spark: SparkSession, rates, buck
     store, model = rates
     events = [(k, ms) for k in ("k", "kip", "m") for ms in range(-1, 36, 2)]
     bucket = None if bucket_ms is None else timedelta(milliseconds=bucket_ms)
-    result = asof_join_with_stats(stream(spark, events), store, bucket=bucket, max_buckets=4)
+    result = asof_join_with_stats(stream(spark, events), store, bucket=bucket, hot_events=4)
     assert joined(result.frame) == {i: expected(model, k, ms) for i, (k, ms) in enumerate(events)}
-    if bucket_ms is None:
-        assert result.stats.bucket == timedelta(microseconds=(36_000 + 1 + 3) // 4)
+    if bucket_ms is None:  # one bucket over the batch's range, and each key hot (18 events >= 4)
+        assert result.stats.bucket == timedelta(microseconds=36_001)
+        assert result.stats.hot_groups == 3
 
 
-def test_plan_is_an_equi_join_on_key_and_bucket_never_a_cross_join(spark: SparkSession, rates) -> None:
+@pytest.mark.parametrize("hot_events", [1, 1_000])
+def test_plan_is_an_equi_join_on_key_and_bucket_never_a_cross_join(
+    spark: SparkSession, rates, hot_events: int
+) -> None:
     store, _ = rates
-    plan = _explain(asof_join(stream(spark, [("k", 12)]), store))
+    plan = _explain(asof_join(stream(spark, [("k", 12), ("k", 13)]), store, hot_events=hot_events))
     assert "SortMergeJoin" in plan or "BroadcastHashJoin" in plan or "ShuffledHashJoin" in plan
-    assert "__asof_table_bucket" in plan
+    # A hot key (2 events >= 1) is joined on (key, bucket); otherwise the key alone is the join key.
+    assert ("__asof_table_bucket" in plan) == (hot_events == 1)
     assert "CartesianProduct" not in plan and "BroadcastNestedLoopJoin" not in plan
 
 
@@ -225,3 +230,16 @@ def test_empty_stream_batch_reads_no_version(spark: SparkSession, rates) -> None
     assert result.stats.records == 0 and result.stats.min_time is None
     assert result.frame.collect() == []
     assert at(0).tzinfo is not None
+
+
+def test_rows_and_stream_time_come_from_the_delta_version_read_when_the_join_is_called(
+    spark: SparkSession, tmp_path
+) -> None:
+    store, _ = store_with(spark, str(tmp_path / "store"), [("k", "a", 0)], retention_ms=10, interval_ms=5)
+    events = stream(spark, [("k", 7), ("k", 3)])
+    pinned = asof_join(events, store)
+    # Committed after the call: b@5 and c@30 (stream time 30, horizon 20, so k@7 and k@3 become expired).
+    store.put_all(batch_frame(spark, [("k", "b", 5, 0, 1), ("k", "c", 30, 0, 2)]))
+    # Rows of the new version with the old horizon would answer k@7 with b: neither snapshot's answer.
+    assert joined(pinned) == {0: ("a", 0), 1: ("a", 0)}
+    assert joined(asof_join(events, store)) == {0: None, 1: None}

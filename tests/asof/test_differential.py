@@ -32,6 +32,7 @@ case_strategy = st.fixed_dictionaries(
         "retention": st.sampled_from([0, 6, 100]),
         "interval": st.sampled_from([2, 7]),
         "bucket": st.sampled_from([None, 1, 4]),
+        "hot_events": st.sampled_from([1, 3, 10_000]),
     }
 )
 
@@ -101,7 +102,10 @@ def test_asof_join_matches_the_model_for_random_sequences(
     events = spark.createDataFrame(rows, "id long, r string, k string, ms long")
     bucket = None if case["bucket"] is None else timedelta(milliseconds=case["bucket"])
     result = asof_join_with_stats(
-        events.withColumn("timestamp", F.timestamp_millis("ms")), store, bucket=bucket
+        events.withColumn("timestamp", F.timestamp_millis("ms")),
+        store,
+        bucket=bucket,
+        hot_events=case["hot_events"],
     )
     out = result.frame.select("id", "v", F.unix_millis("valid_from").alias("from_ms")).collect()
     found = {r["id"]: (None if r["from_ms"] is None else (r["v"], r["from_ms"])) for r in out}
