@@ -168,7 +168,7 @@ class Deduplicator:
 
     def stream_times(self) -> dict[int, datetime]:
         """Stream time of each task seen so far (task = partition, or 0 for one global task)."""
-        _, stream_times = self._stream_times(None)
+        _, _, stream_times = self._read_point(None)
         return {task: _datetime(us) for task, us in stream_times.items()}
 
     # ------------------------------------------------------------------ batches
@@ -195,8 +195,10 @@ class Deduplicator:
         (``txnAppId``/``txnVersion`` = this index's id and ``batch_id``: skipped if already written). A crash
         between any two is repaired by running the same batch again.
         """
+        # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
+        sink_app = self._sink_app_id()
         resolved, stats = self._apply(df, batch_id)
-        options = delta_ops.writer_options(self._sink_app_id(), batch_id, index=self.path)
+        options = delta_ops.writer_options(sink_app, batch_id, index=self.path)
         _forwarded(resolved, df.columns).write.format("delta").mode("append").options(**options).save(sink)
         self._after_commit("sink")
         return stats
@@ -206,7 +208,7 @@ class Deduplicator:
 
         With one task per partition the bound follows the task with the smallest stream time.
         """
-        _, stream_times = self._stream_times(None)
+        _, _, stream_times = self._read_point(None)
         if not stream_times:
             return PurgeResult(None, 0, 0, None)
         oldest = min(stream_times.values())
@@ -222,8 +224,7 @@ class Deduplicator:
     # ------------------------------------------------------------------ internals
     def _apply(self, df: DataFrame, batch_id: int | None) -> tuple[DataFrame, DedupStats]:
         self._check_input(df)
-        new = batch_id is None or delta_ops.check_new_batch(self.spark, self.path, APP_ID, batch_id)
-        version, stream_times = self._read_point(batch_id, new)
+        new, version, stream_times = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
         live = self._live_entries(version, stream_times, df.schema)
         resolved = _resolve.resolve(prepared, live, self.settings, df.columns)
@@ -259,31 +260,52 @@ class Deduplicator:
             self._id_schema = stored
         return stored
 
-    def _read_point(self, batch_id: int | None, new: bool) -> tuple[int, dict[int, int]]:
-        """The index version to read (latest, or before a replayed batch's commit) and its stream times."""
-        if new or batch_id is None:
-            return self._stream_times(None)
-        committed = delta_ops.batch_commit_version(self.spark, self.path, APP_ID, batch_id)
-        if committed is None:
-            raise LakehouseInternalError(f"batch {batch_id} is a replay but has no commit on {self.path}")
-        return self._stream_times(committed - 1)
+    def _read_point(self, batch_id: int | None) -> tuple[bool, int, dict[int, int]]:
+        """Whether ``batch_id`` is new, the index version to read and the tasks' stream times (us) there.
 
-    def _stream_times(self, version: int | None) -> tuple[int, dict[int, int]]:
-        """``version`` (default: the latest) and the tasks' stream times (us) recorded at or before it."""
+        A new batch (or no batch id) reads the latest version; a committed one the version before its
+        commit. One read of the recent history answers all three (the whole history only when needed).
+
+        Raises:
+            InvalidInputError: ``batch_id`` is negative, or below the last committed batch id without
+                having been committed itself (batch ids must increase).
+        """
+        if batch_id is not None and batch_id < 0:
+            raise InvalidInputError(f"batch_id must be >= 0, got {batch_id}")
         table = DeltaTable.forPath(self.spark, self.path)
         for history in (table.history(_RECENT_COMMITS), table.history()):
             rows = history.select("version", "userMetadata").collect()
-            if version is None:
-                version = max(int(r["version"]) for r in rows)
-            for row in sorted(rows, key=lambda r: -int(r["version"])):
-                recorded = _recorded_stream_times(row["userMetadata"])
-                if int(row["version"]) <= version and recorded is not None:
-                    return version, recorded
-            if len(rows) < _RECENT_COMMITS:
-                break
-        if version is None:
+            point = self._locate(rows, batch_id, complete=len(rows) < _RECENT_COMMITS)
+            if point is not None:
+                return point
+        raise LakehouseInternalError(f"the history of the index at {self.path} is incomplete")
+
+    def _locate(
+        self, rows: list[Row], batch_id: int | None, complete: bool
+    ) -> tuple[bool, int, dict[int, int]] | None:
+        """:meth:`_read_point` from history ``rows``; None if they are not enough (``complete``: all)."""
+        if not rows:
             raise LakehouseInternalError(f"the index at {self.path} has no commit")
-        return version, {}
+        commits = sorted(((int(r["version"]), _our_metadata(r["userMetadata"])) for r in rows), reverse=True)
+        batches = [(v, int(m["batch_id"])) for v, m in commits if m and m.get("batch_id") is not None]
+        if not batches and not complete:
+            return None
+        new = batch_id is None or not batches or batch_id > batches[0][1]
+        version = commits[0][0]
+        if not new:
+            committed = [v for v, b in batches if b == batch_id]
+            if not committed:
+                if not complete:
+                    return None
+                raise InvalidInputError(
+                    f"batch_id {batch_id} was never committed to {self.path} but is below the last "
+                    f"committed batch {batches[0][1]}: batch ids must increase"
+                )
+            version = min(committed) - 1
+        for v, meta in commits:
+            if v <= version and meta and _STREAM_TIME in meta:
+                return new, version, {int(k): int(us) for k, us in meta[_STREAM_TIME].items()}
+        return (new, version, {}) if complete else None
 
     def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
         index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
@@ -326,23 +348,29 @@ class Deduplicator:
             empty = self.spark.createDataFrame([], entries.schema)
             empty.write.format("delta").mode("append").options(**options).save(self.path)
             return
-        low = min(lo for lo, _ in saved_us) // self.settings.bucket_us
-        high = max(hi for _, hi in saved_us) // self.settings.bucket_us
+        low_us, high_us = min(lo for lo, _ in saved_us), max(hi for _, hi in saved_us)
         with delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **meta):
             (
                 DeltaTable.forPath(self.spark, self.path)
                 .alias("t")
-                .merge(entries.alias("s"), self._merge_condition(low, high))
+                .merge(entries.alias("s"), self._merge_condition(low_us, high_us))
                 .whenNotMatchedInsertAll()
                 .execute()
             )
 
-    def _merge_condition(self, low: int, high: int) -> str:
-        # Only literal target-only conjuncts prune files: the bucket range of the batch's new entries.
+    def _merge_condition(self, low_us: int, high_us: int) -> str:
+        """Match on (task, id, entry_ts) among the index rows that could equal a new entry.
+
+        Only literal target-only conjuncts prune: the bucket range of the new entries skips partitions,
+        their timestamp range skips the files (min/max statistics) of earlier batches in those buckets.
+        """
         ids = " AND ".join(f"t.`{c}` = s.`{c}`" for c in self.settings.by)
+        bucket_us = self.settings.bucket_us
         return (
-            f"t.{BUCKET_COL} >= {low} AND t.{BUCKET_COL} <= {high} AND t.{TASK_COL} = s.{TASK_COL} "
-            f"AND {ids} AND t.{ENTRY_TS_COL} = s.{ENTRY_TS_COL}"
+            f"t.{BUCKET_COL} >= {low_us // bucket_us} AND t.{BUCKET_COL} <= {high_us // bucket_us} "
+            f"AND t.{ENTRY_TS_COL} >= {_timestamp_literal(low_us)} "
+            f"AND t.{ENTRY_TS_COL} <= {_timestamp_literal(high_us)} "
+            f"AND t.{TASK_COL} = s.{TASK_COL} AND {ids} AND t.{ENTRY_TS_COL} = s.{ENTRY_TS_COL}"
         )
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
@@ -396,16 +424,15 @@ class Deduplicator:
             self._cached = None
 
 
-def _recorded_stream_times(user_metadata: str | None) -> dict[int, int] | None:
+def _our_metadata(user_metadata: str | None) -> dict[str, Any] | None:
+    """The lakehouse metadata of a commit written by a deduplicator, else None."""
     if not user_metadata:
         return None
     try:
         meta = json.loads(user_metadata).get(delta_ops.METADATA_KEY, {})
     except (json.JSONDecodeError, AttributeError):
         return None
-    if not isinstance(meta, dict) or meta.get("app_id") != APP_ID or _STREAM_TIME not in meta:
-        return None
-    return {int(k): int(v) for k, v in meta[_STREAM_TIME].items()}
+    return meta if isinstance(meta, dict) and meta.get("app_id") == APP_ID else None
 
 
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -464,6 +491,11 @@ def _stats(batch_id: int | None, replay: bool, summary: list[Row]) -> DedupStats
         null_ids=total("null_ids"),
         saved=0 if replay else total("saved"),
     )
+
+
+def _timestamp_literal(us: int) -> str:
+    """A SQL TIMESTAMP literal (UTC, microseconds) for ``us`` microseconds since the epoch."""
+    return f"TIMESTAMP'{_datetime(us):%Y-%m-%d %H:%M:%S.%f}Z'"
 
 
 def _datetime(us: int) -> datetime:
