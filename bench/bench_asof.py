@@ -207,7 +207,7 @@ def workload(work: Workload, repeats: int) -> list[str]:
         for peer, build in runs.items()
         if build and peer in ("naive", "tempo")
     ]
-    files = len(set(mine.inputFiles())) - 1, len(table.inputFiles())  # minus the stream's one file
+    files = len(set(mine.inputFiles()) - set(events.inputFiles())), len(table.inputFiles())
     cell = {p: "n/a" if s is None else f"{s:.1f}" for p, s in seconds.items()}
     ratio = (seconds["asof_join"] or 0) / (seconds["floor"] or 1)
     stats = result.stats
