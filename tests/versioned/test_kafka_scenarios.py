@@ -35,34 +35,44 @@ def test_reference_model_reproduces_kafka(scenario: Scenario) -> None:
             assert (None if found is None else (found.value, found.valid_from)) == op.expect, op
 
 
-def _batches(scenario: Scenario) -> list[list[Put | Delete]]:
-    """The scenario's writes, split into one batch per run of writes between reads."""
-    batches: list[list[Put | Delete]] = [[]]
+def _batches(scenario: Scenario) -> list[tuple[list[Put | Delete], list[Get]]]:
+    """The scenario's writes, one batch per run of writes, each with the reads that follow it."""
+    steps: list[tuple[list[Put | Delete], list[Get]]] = [([], [])]
     for op in scenario.ops:
         if isinstance(op, Get):
-            if batches[-1]:
-                batches.append([])
+            steps[-1][1].append(op)
         else:
-            batches[-1].append(op)
-    return [b for b in batches if b]
+            if steps[-1][1]:
+                steps.append(([], []))
+            steps[-1][0].append(op)
+    return steps
+
+
+def _got(store, op: Get) -> tuple | None:
+    found = store.get(op.key, None if op.as_of is None else at(op.as_of))
+    return None if found is None else (found.value["v"], ms_of(found.valid_from), ms_of(found.valid_to))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=_IDS)
 def test_scenario_through_put_all_batches(spark: SparkSession, tmp_path, scenario: Scenario) -> None:
+    """Each run of writes is one put_all batch; every read of the scenario then goes through ``get``."""
     store = create_store(
         spark, str(tmp_path / "store"), scenario.history_retention, scenario.segment_interval
     )
     model = VersionedStoreModel(scenario.history_retention)
-    for offset0, batch in enumerate(_batches(scenario)):
+    for offset0, (batch, reads) in enumerate(_batches(scenario)):
         records = [
             (op.key, op.value if isinstance(op, Put) else None, op.ts, 0, offset0 * 1000 + i)
             for i, op in enumerate(batch)
         ]
-        outcomes = [model.put(key, value, ts) for key, value, ts, _, _ in records]
-        result = store.put_all(batch_frame(spark, records), batch_id=offset0)
-        assert result.dropped == sum(o.status == NOT_PUT for o in outcomes)
-        assert ms_of(result.stream_time) == model.stream_time
-        assert store_history(store) == model.history()
+        if records:
+            outcomes = [model.put(key, value, ts) for key, value, ts, _, _ in records]
+            result = store.put_all(batch_frame(spark, records), batch_id=offset0)
+            assert result.dropped == sum(o.status == NOT_PUT for o in outcomes)
+            assert ms_of(result.stream_time) == model.stream_time
+            assert store_history(store) == model.history()
+        for op in reads:
+            assert _got(store, op) == op.expect, op
 
 
 @pytest.mark.slow
@@ -96,11 +106,7 @@ def test_scenario_through_put_get_delete(spark: SparkSession, tmp_path, scenario
             ]
             assert (status, ms_of(put.valid_to)) == _expected_put(op.expect), op
         elif isinstance(op, Get):
-            found = store.get(op.key, None if op.as_of is None else at(op.as_of))
-            got = (
-                None if found is None else (found.value["v"], ms_of(found.valid_from), ms_of(found.valid_to))
-            )
-            assert got == op.expect, op
+            assert _got(store, op) == op.expect, op
         else:
             found = store.delete(op.key, at(op.ts))
             assert (None if found is None else (found.value["v"], ms_of(found.valid_from))) == op.expect, op
