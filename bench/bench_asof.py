@@ -19,6 +19,7 @@ join with the latest version per key (not temporal: what any stream-table join c
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -207,13 +208,19 @@ def workload(work: Workload, repeats: int) -> list[str]:
         for peer, build in runs.items()
         if build and peer in ("naive", "tempo")
     ]
-    files = len(set(mine.inputFiles()) - set(events.inputFiles())), len(table.inputFiles())
+    stream_files = set(events.inputFiles())
+    read = {
+        peer: len(set(build().inputFiles()) - stream_files)
+        for peer, build in (("asof", lambda: mine), *runs.items())
+        if build and peer != "asof_join"
+    }
+    files = " / ".join(f"{peer} {n}" for peer, n in read.items()) + f" of {len(table.inputFiles())}"
     cell = {p: "n/a" if s is None else f"{s:.1f}" for p, s in seconds.items()}
     ratio = (seconds["asof_join"] or 0) / (seconds["floor"] or 1)
     stats = result.stats
     return [
         f"| {work.name} | {cell['asof_join']} ({min(plan_s):.1f}) | {cell['floor']} | {cell['naive']} | "
-        f"{cell['tempo']} | {ratio:.2f} | {files[0]}/{files[1]} | {stats.hot_groups} | "
+        f"{cell['tempo']} | {ratio:.2f} | {files} | {stats.hot_keys} | "
         f"{join_strategy(mine)} / {join_strategy(floor(events, table))} | {'; '.join(checks) or '-'} |"
     ]
 
@@ -236,10 +243,10 @@ def run(args: argparse.Namespace) -> list[str]:
     lines = [
         f"{args.events:,} events, {args.keys:,} keys x {args.versions} versions; `local[*]` on 2 cores, "
         f"{args.partitions} shuffle partitions, AQE as configured by lakehouse.session; asof_join and floor "
-        f"best of {args.repeats}, naive and tempo once.",
+        f"best of {args.repeats}, naive and tempo once. Load average at start: {os.getloadavg()}.",
         "",
-        "| workload | asof_join s (planning s) | floor s | naive s | tempo s | asof/floor | files read "
-        "| hot groups | join: asof / floor | row check vs asof_join |",
+        "| workload | asof_join s (planning s) | floor s | naive s | tempo s | asof/floor | store files read "
+        "| hot keys | join: asof / floor | row check vs asof_join |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     hot_pairs = (args.events * args.hot) * (args.keys * args.versions * args.hot / (1 - args.hot))
@@ -265,7 +272,7 @@ def run(args: argparse.Namespace) -> list[str]:
         lines += workload(Workload(name, history, events, count, True), args.repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return lines
+    return [*lines, "", f"Load average at end: {os.getloadavg()}."]
 
 
 def main() -> None:

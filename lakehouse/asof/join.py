@@ -19,16 +19,18 @@ Semantics (the contract; bounds matter):
   named ``prefix + name + suffix``. A name that clashes with a stream column raises
   :class:`ColumnClashError`. The key columns are the stream's (not repeated).
 
-Execution: one small aggregate over the stream batch (min and max time, expired count, and the events
-per hash group of keys, from which hot keys are found), then one equi-join on the key (plus a time bucket
-when some keys are hot) with the range condition as a join filter: never a cross join, never a collect.
+Execution: one small aggregate over the stream batch (record count, min and max time, and the records
+per coarse hash group of keys), then one equi-join on the key (plus a time bucket when some keys are hot)
+with the range condition as a join filter: never a cross join, never a collect. Two more small queries run
+only when needed: the expired count, when the batch reaches back before the retention horizon; and the
+exact hot keys (their 64-bit key hash) among the records of the hot coarse groups, when a group is hot.
 The table side is pruned with literal bounds from the batch: validTo segments below the batch's start (or
 below the retention horizon) are not read (Delta partition pruning), and versions starting after the
 batch's end are skipped by file statistics. An ordinary key is joined in one piece (each version read
-once, no duplication). A hot key (its hash group of keys has at least ``hot_events`` events in the batch)
-is split into time buckets of about ``hot_events / 64`` events, each version repeated once per bucket
-its validity covers, so its events and versions spread over many join tasks and each event is compared
-with the few versions of its bucket instead of all the key's versions.
+once, no duplication). A hot key (at least ``hot_events`` records in the batch) is split into time
+buckets of about ``hot_events / 64`` records, each version repeated once per bucket its validity covers,
+so its events and versions spread over many join tasks and each event is compared with the few versions
+of its bucket instead of all the key's versions.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOT_EVENTS = 10_000
 _HOT_SPLIT = 64  # a hot key's time buckets hold about hot_events / _HOT_SPLIT events each
-_HASH_GROUPS = 1 << 15  # keys are counted per hash group: a bounded aggregate, whatever the key count
-_HOT_FACTOR = 8  # a hot group also has >= _HOT_FACTOR x the mean events per group
-_MAX_HOT_GROUPS = 64
+_HASH_GROUPS = 1 << 12  # records are counted per coarse hash group: a bounded aggregate, whatever the keys
+_HOT_FACTOR = 8  # a hot group (and a hot key) also has >= _HOT_FACTOR x the mean records per group
+_MAX_HOT_KEYS = 64
 _HOW = ("left", "inner")
 _GROUP = "__asof_group"
 _STREAM_BUCKET = "__asof_stream_bucket"
@@ -87,7 +89,7 @@ class AsOfJoinStats:
         bucket: Width of the time buckets of an ordinary key (the batch's whole time range, unless
             ``bucket=`` was given).
         first_segment: The oldest validTo segment read (None: no segment pruning applied).
-        hot_groups: Hash groups of keys split into finer time buckets (their hot keys).
+        hot_keys: Keys (by 64-bit key hash) split into finer time buckets.
     """
 
     records: int
@@ -96,7 +98,7 @@ class AsOfJoinStats:
     max_time: datetime | None
     bucket: timedelta
     first_segment: int | None
-    hot_groups: int = 0
+    hot_keys: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def asof_join(
         prefix / suffix: Added to the names of the table's value columns and ``valid_from``.
         bucket: Width of the join's time buckets for every key (no hot-key detection); default: one
             bucket for an ordinary key, finer buckets for hot keys.
-        hot_events: Events in the batch from which a key (its hash group) is hot and split into buckets.
+        hot_events: Records in the batch from which a key is hot and split into buckets.
 
     Returns:
         A lazy DataFrame: the stream's columns, then the value columns and ``<prefix>valid_from<suffix>``.
@@ -231,7 +233,8 @@ def _check_clashes(stream_df: DataFrame, added: list[str]) -> None:
 class _Batch:
     """The stream batch's bounds in microseconds (None: no timed record) and the plan's numbers.
 
-    ``widths`` maps a hot hash group to its bucket width; ``bucket_us`` is every other key's width.
+    ``widths`` maps a hot key's hash (:func:`_key_hash`) to its bucket width; ``bucket_us`` is every
+    other key's width.
     ``bucketed`` is False when the join needs no bucket at all (every key joined in one piece).
     """
 
@@ -247,9 +250,9 @@ class _Batch:
         return bool(self.widths) or self.bucket_us <= (self.max_us or 0) - (self.min_us or 0)
 
 
-def _group(columns: list[Column]) -> Column:
-    """The hash group of a key: keys are counted per group, and a hot group is split into buckets."""
-    return F.pmod(F.xxhash64(*columns), F.lit(_HASH_GROUPS))
+def _key_hash(columns: list[Column]) -> Column:
+    """The 64-bit hash of a key: a hot key's bucket width is looked up by it."""
+    return F.xxhash64(*columns)
 
 
 def _batch_stats(
@@ -259,23 +262,20 @@ def _batch_stats(
     bucket: timedelta | None,
     hot_events: int,
 ) -> _Batch:
-    """The one aggregate over the stream batch (per hash group, then in total; a bounded result), and
-    the bucket widths and first segment it implies."""
+    """The batch's one aggregate (per coarse hash group, then in total: a bounded result), the follow-up
+    queries it calls for (expired count, exact hot keys), and the bucket widths and first segment."""
     t_us = F.unix_micros(F.col(timestamp))
-    expired = F.lit(False) if source.horizon_us is None else t_us < F.lit(source.horizon_us)
-    per_group = stream_df.groupBy(_group([F.col(k) for k in source.keys]).alias(_GROUP)).agg(
+    key_hash = _key_hash([F.col(k) for k in source.keys])
+    per_group = stream_df.groupBy(key_hash.bitwiseAND(F.lit(_HASH_GROUPS - 1)).alias(_GROUP)).agg(
         F.count(F.lit(1)).alias("records"),
-        F.count(F.when(expired, 1)).alias("expired"),
-        F.count(t_us).alias("timed"),
         F.min(t_us).alias("min_us"),
         F.max(t_us).alias("max_us"),
     )
     row = per_group.agg(
         F.sum("records").alias("records"),
-        F.sum("expired").alias("expired"),
         F.min("min_us").alias("min_us"),
         F.max("max_us").alias("max_us"),
-        F.collect_list(F.when(F.col("timed") >= hot_events, F.struct(_GROUP, "timed"))).alias("hot"),
+        F.collect_list(F.when(F.col("records") >= hot_events, F.struct(_GROUP, "records"))).alias("hot"),
     ).first()
     if row is None:
         raise LakehouseInternalError("an aggregate returned no row")
@@ -287,7 +287,10 @@ def _batch_stats(
         bucket_us = micros(bucket)
     else:
         bucket_us = span_us
-        widths = _hot_widths(row["hot"], records, span_us, hot_events)
+        widths = _hot_widths(stream_df, key_hash, row["hot"], records, span_us, hot_events)
+    expired = 0
+    if source.horizon_us is not None and min_us is not None and min_us < source.horizon_us:
+        expired = stream_df.where(t_us < F.lit(source.horizon_us)).count()
     lower_us = None
     if min_us is not None:
         lower_us = min_us if source.horizon_us is None else max(min_us, source.horizon_us)
@@ -296,33 +299,40 @@ def _batch_stats(
         first_segment = segment_of(lower_us, source.interval_us)
     stats = AsOfJoinStats(
         records=records,
-        expired_lookups=int(row["expired"] or 0),
+        expired_lookups=expired,
         min_time=None if min_us is None else from_micros(min_us),
         max_time=None if max_us is None else from_micros(max_us),
         bucket=timedelta(microseconds=bucket_us),
         first_segment=first_segment,
-        hot_groups=len(widths),
+        hot_keys=len(widths),
     )
     return _Batch(stats, min_us, max_us, lower_us, bucket_us, widths)
 
 
-def _hot_widths(hot: list[Any], records: int, span_us: int, hot_events: int) -> dict[int, int]:
-    """Bucket width of each hot group: about ``hot_events / _HOT_SPLIT`` of its events per bucket.
+def _hot_widths(
+    stream_df: DataFrame, key_hash: Column, groups: list[Any], records: int, span_us: int, hot_events: int
+) -> dict[int, int]:
+    """Bucket width of each hot key: about ``hot_events / _HOT_SPLIT`` of its records per bucket.
 
-    A group is hot with at least ``hot_events`` timed events and ``_HOT_FACTOR`` x the mean per group
-    (so a big uniform batch splits nothing); the ``_MAX_HOT_GROUPS`` hottest are split.
+    A coarse group, and then a key, is hot with at least ``hot_events`` records and ``_HOT_FACTOR`` x the
+    mean records per coarse group (so a big uniform batch splits nothing). Only when some group is hot
+    are its records counted per key hash (one more small aggregate, over the hot groups' records); the
+    ``_MAX_HOT_KEYS`` hottest keys are split.
     """
-    floor_events = _HOT_FACTOR * records / _HASH_GROUPS
-    groups = sorted(
-        (
-            (int(g[_GROUP]), int(g["timed"]))
-            for g in hot or []
-            if g is not None and g["timed"] >= floor_events
-        ),
-        key=lambda g: (-g[1], g[0]),
-    )[:_MAX_HOT_GROUPS]
+    floor_records = max(hot_events, _HOT_FACTOR * records / _HASH_GROUPS)
+    hot_groups = sorted(
+        int(g[_GROUP]) for g in groups or [] if g is not None and g["records"] >= floor_records
+    )
+    if not hot_groups:
+        return {}
+    in_hot_group = key_hash.bitwiseAND(F.lit(_HASH_GROUPS - 1)).isin(*hot_groups)
+    counted = stream_df.where(in_hot_group).groupBy(key_hash.alias(_GROUP)).agg(F.count(F.lit(1)).alias("n"))
+    hot = counted.where(F.col("n") >= F.lit(floor_records)).orderBy(F.desc("n"), _GROUP)
     per_bucket = max(1, hot_events // _HOT_SPLIT)
-    return {group: max(1, math.ceil(span_us / math.ceil(n / per_bucket))) for group, n in groups}
+    return {
+        int(r[_GROUP]): max(1, math.ceil(span_us / math.ceil(int(r["n"]) / per_bucket)))
+        for r in hot.limit(_MAX_HOT_KEYS).collect()
+    }
 
 
 def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:
@@ -364,8 +374,8 @@ def _bucketed_versions(
     ]
     if not batch.bucketed:
         return versions.select(*columns)
-    # Hash the key as the stream types it, so that both sides of a key land in the same group.
-    group = _group([F.col(k).cast(key_types[k]) for k in source.keys])
+    # Hash the key as the stream types it, so that both sides of a key get the same hash.
+    group = _key_hash([F.col(k).cast(key_types[k]) for k in source.keys])
     from_us = F.unix_micros(F.col(VALID_FROM))
     # valid_to is exclusive: the last instant a version covers is valid_to - 1 microsecond.
     last_us = F.coalesce(F.unix_micros(F.col(VALID_TO)) - 1, F.lit(batch.max_us))
@@ -375,7 +385,7 @@ def _bucketed_versions(
 
 
 def _bucket_of(t_us: Column, group: Column, batch: _Batch) -> Column:
-    """The bucket of time ``t_us`` for a key of hash group ``group`` (buckets count from the batch start)."""
+    """The bucket of time ``t_us`` for a key of hash ``group`` (buckets count from the batch start)."""
     width = F.lit(batch.bucket_us)
     if batch.widths:
         hot = F.create_map(*[F.lit(x) for item in sorted(batch.widths.items()) for x in item])
@@ -396,7 +406,7 @@ def _join(
     # Every table column is renamed apart from the stream's, so the stream's own columns need no alias.
     stream = stream_df
     if batch.bucketed:
-        group = _group([F.col(k) for k in source.keys])
+        group = _key_hash([F.col(k) for k in source.keys])
         stream = stream_df.select(
             "*", _bucket_of(F.unix_micros(F.col(timestamp)), group, batch).alias(_STREAM_BUCKET)
         )
@@ -405,8 +415,9 @@ def _join(
     if batch.bucketed:
         same_key.append(F.col(_STREAM_BUCKET) == F.col(_TABLE_BUCKET))
     inside = t < valid_to
-    if source.horizon_us is not None:
+    if batch.stats.expired_lookups and source.horizon_us is not None:
         # An expired lookup (t < horizon) may only be answered by the latest version (valid_to NULL).
+        # Left out when no record of the batch is expired (then t >= horizon holds for every record).
         inside = inside & (t >= _timestamp(source.horizon_us))
     in_range = (F.col(renamed[VALID_FROM]) <= t) & (valid_to.isNull() | inside)
     joined = stream.join(versions, on=_all([*same_key, in_range]), how=how)

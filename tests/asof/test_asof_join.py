@@ -88,7 +88,7 @@ def test_every_bucket_width_gives_the_same_rows(spark: SparkSession, rates, buck
     assert joined(result.frame) == {i: expected(model, k, ms) for i, (k, ms) in enumerate(events)}
     if bucket_ms is None:  # one bucket over the batch's range, and each key hot (18 events >= 4)
         assert result.stats.bucket == timedelta(microseconds=36_001)
-        assert result.stats.hot_groups == 3
+        assert result.stats.hot_keys == 3
 
 
 @pytest.mark.parametrize("hot_events", [1, 1_000])
