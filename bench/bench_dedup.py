@@ -1,18 +1,21 @@
-"""Benchmark: ``Deduplicator.run`` vs ``dropDuplicatesWithinWatermark`` vs the naive insert-only MERGE.
+"""Benchmark: ``Deduplicator.apply``/``run`` vs ``dropDuplicatesWithinWatermark`` vs naive insert-only MERGE.
 
 Each contender starts from state holding ``--index`` live ids and then processes the same batch of
 ``--batch`` records (20% duplicates of live ids, 5% late records, the rest new ids, 4 partitions):
 
-- ours: ``Deduplicator.run(batch, batch_id, sink=...)`` (index MERGE + idempotent sink append);
+- ours: ``Deduplicator.apply(batch, batch_id)`` with its forwarded records forced (index MERGE), and
+  ``Deduplicator.run(batch, batch_id, sink=...)`` (index MERGE + idempotent sink append), each on its own
+  copy of the seeded index;
 - ``dropDuplicatesWithinWatermark``: Structured Streaming over a Delta source, ``availableNow``, RocksDB
   state, watermark delay = interval; the seed run builds state of the same size, the timed run is the batch;
 - naive: the Delta docs' insert-only MERGE dedup (batch ``dropDuplicates`` + ``MERGE ... WHEN NOT MATCHED
   INSERT`` with a literal time window), into a table holding the same ids (no interval semantics: the floor).
 
 The index-size scaling run repeats ours against an index ``--scale``x smaller with a batch of the same
-size and mix. Seeds are written directly (one Delta append each; :func:`seed_index` writes exactly the rows
-and commit metadata one ``apply`` of the seed records commits), except the stream's state, which only the
-stream can build. Timed: one ``run`` / MERGE / micro-batch each, with the load average around it.
+size and mix. An untimed small run of ours warms the JVM up first. Seeds are written
+directly (one Delta append each; :func:`seed_index` writes exactly the rows and commit metadata one
+``apply`` of the seed records commits), except the stream's state, which only the stream can build.
+Timed: one ``apply`` / ``run`` / MERGE / micro-batch each, with the load average around it.
 Prints the tables of ``bench/RESULTS_dedup.md``. Usage (the issue's sizes, about 20 minutes on 2 cores):
 ``python bench/bench_dedup.py --index 10000000 --batch 1000000 --shuffle-partitions 8``.
 """
@@ -24,6 +27,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -103,22 +107,53 @@ def seed_index(spark: SparkSession, dedup: Deduplicator, n: int) -> None:
     ).save(dedup.path)
 
 
-def ours(
-    spark: SparkSession, root: Path, index_size: int, batch: DataFrame
-) -> tuple[float, float, str, int]:
-    """Seconds of the batch's ``run`` and of its replay (no writes), the load, the run's Spark jobs."""
-    dedup = Deduplicator.create(spark, str(root / "index"), by="id", interval=INTERVAL)
-    seed_index(spark, dedup, index_size)
+@dataclass
+class Ours:
+    """One index size: seconds, Spark jobs and load average (1 min, before-after) of each timed call."""
+
+    apply: float = 0.0
+    run: float = 0.0
+    replay: float = 0.0
+    jobs: dict[str, int] = field(default_factory=dict)
+    loads: dict[str, str] = field(default_factory=dict)
+
+
+def ours(spark: SparkSession, root: Path, index_size: int, batch: DataFrame) -> Ours:
+    """The batch's ``apply`` (output forced) and ``run``, each on its own copy of one seeded index, and
+    the ``run``'s replay (no writes).
+
+    ``apply`` commits the index (one MERGE) and returns the forwarded records; they are forced with Spark's
+    ``noop`` writer (every row and column computed, nothing stored), as the naive MERGE computes and
+    writes its inserts. ``run`` also appends the forwarded records to a Delta sink (a second table).
+    """
+    seeded = Deduplicator.create(spark, str(root / "index_apply"), by="id", interval=INTERVAL)
+    seed_index(spark, seeded, index_size)
+    shutil.copytree(root / "index_apply", root / "index_run")
     sc = spark.sparkContext
-    group = f"ours-{index_size}"
-    sc.setJobGroup(group, "Deduplicator.run")
-    before = load()
-    run = timed(lambda: dedup.run(batch, batch_id=1, sink=str(root / "sink")))
-    jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-    sc.setJobGroup("bench", "bench")
-    print(f"ours, index {index_size:,}: {run:.1f} s, {jobs} jobs, {dedup.stats}")
-    replay = timed(lambda: dedup.run(batch, batch_id=1, sink=str(root / "sink")))
-    return run, replay, f"{before}-{load()}", jobs
+    out = Ours()
+
+    def measure(name: str, fn) -> float:  # type: ignore[no-untyped-def]
+        group = f"ours-{name}-{index_size}"
+        sc.setJobGroup(group, name)
+        before = load()
+        seconds = timed(fn)
+        out.jobs[name] = len(sc.statusTracker().getJobIdsForGroup(group))
+        out.loads[name] = f"{before}-{load()}"
+        sc.setJobGroup("bench", "bench")
+        return seconds
+
+    applier = Deduplicator.open(spark, str(root / "index_apply"))
+    out.apply = measure(
+        "apply", lambda: applier.apply(batch, batch_id=1).write.format("noop").mode("overwrite").save()
+    )
+    print(f"ours apply, index {index_size:,}: {out.apply:.1f} s, {out.jobs['apply']} jobs, {applier.stats}")
+    applier._release()
+    runner = Deduplicator.open(spark, str(root / "index_run"))
+    out.run = measure("run", lambda: runner.run(batch, batch_id=1, sink=str(root / "sink")))
+    print(f"ours run, index {index_size:,}: {out.run:.1f} s, {out.jobs['run']} jobs, {runner.stats}")
+    out.replay = timed(lambda: runner.run(batch, batch_id=1, sink=str(root / "sink")))
+    runner._release()
+    return out
 
 
 def naive_merge(spark: SparkSession, root: Path, index_size: int, batch: DataFrame) -> float:
@@ -185,9 +220,18 @@ def main() -> None:
     small = args.index // args.scale
     started = datetime.now(UTC)
     try:
+        # Warm-up (untimed, small): class loading and code generation happen here, so every timed call
+        # below runs in a warm JVM.
+        warm = batch_records(spark, 10_000, 10_000).cache()
+        ours(spark, root / "warm_up", 10_000, warm)
+        warm.unpersist()
+        small_batch = batch_records(spark, small, args.batch).cache()
+        small_batch.count()
+        low = ours(spark, root / "ours_small", small, small_batch)
+        small_batch.unpersist()
         batch = batch_records(spark, args.index, args.batch).cache()
         batch.count()
-        ours_s, replay_s, ours_load, jobs = ours(spark, root / "ours", args.index, batch)
+        ours_big = ours(spark, root / "ours", args.index, batch)
         naive_load = load()
         naive_s = naive_merge(spark, root, args.index, batch)
         naive_load += f"-{load()}"
@@ -195,27 +239,29 @@ def main() -> None:
         wm_s = within_watermark(spark, root, args.index, batch)
         wm_load += f"-{load()}"
         batch.unpersist()
-        small_batch = batch_records(spark, small, args.batch).cache()
-        small_batch.count()
-        small_s, small_replay, small_load, _ = ours(spark, root / "ours_small", small, small_batch)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    big = ours_big
     lines = [
-        "| contender | seconds per batch | vs naive MERGE | load avg (1 min) before-after |",
-        "|---|---|---|---|",
-        f"| `Deduplicator.run` (index MERGE + sink append) | {ours_s:.1f} | {ours_s / naive_s:.2f}x | "
-        f"{ours_load} |",
+        "| contender | seconds per batch | vs naive MERGE | vs `dropDuplicatesWithinWatermark` | Spark jobs "
+        "| load avg (1 min) before-after |",
+        "|---|---|---|---|---|---|",
+        f"| `Deduplicator.apply` (index MERGE; forwarded records forced, `noop` writer) | {big.apply:.1f} | "
+        f"{big.apply / naive_s:.2f}x | {big.apply / wm_s:.2f}x | {big.jobs['apply']} "
+        f"| {big.loads['apply']} |",
+        f"| `Deduplicator.run` (index MERGE + sink append: two tables) | {big.run:.1f} | "
+        f"{big.run / naive_s:.2f}x | {big.run / wm_s:.2f}x | {big.jobs['run']} | {big.loads['run']} |",
         f"| `dropDuplicatesWithinWatermark` (availableNow, RocksDB) | {wm_s:.1f} | {wm_s / naive_s:.2f}x | "
-        f"{wm_load} |",
-        f"| naive insert-only MERGE (floor, no interval semantics) | {naive_s:.1f} | 1.00x | {naive_load} |",
-        f"| `Deduplicator.run` replay of the same batch id (resolution only, no writes) | {replay_s:.1f} | "
-        f"{replay_s / naive_s:.2f}x | |",
+        f"1.00x | | {wm_load} |",
+        f"| naive insert-only MERGE (floor, no interval semantics) | {naive_s:.1f} | 1.00x | "
+        f"{naive_s / wm_s:.2f}x | | {naive_load} |",
+        f"| `Deduplicator.run` replay of the same batch id (resolution only, no writes) | {big.replay:.1f} | "
+        f"{big.replay / naive_s:.2f}x | {big.replay / wm_s:.2f}x | | |",
         "",
-        f"Ours vs `dropDuplicatesWithinWatermark`: **{ours_s / wm_s:.2f}x**; vs naive MERGE: "
-        f"**{ours_s / naive_s:.2f}x**; Spark jobs in one `run`: {jobs}.",
-        f"Index scaling, same batch size: {small:,} ids: {small_s:.1f} s (load {small_load}); "
-        f"{args.index:,} ids: {ours_s:.1f} s (**{ours_s / small_s:.2f}x**); "
-        f"replay (no writes) {small_replay:.1f} s vs {replay_s:.1f} s.",
+        f"Index scaling, same batch size and mix: {small:,} ids: apply {low.apply:.1f} s "
+        f"(load {low.loads['apply']}), run {low.run:.1f} s, replay {low.replay:.1f} s; {args.index:,} ids: "
+        f"apply {big.apply:.1f} s (**{big.apply / low.apply:.2f}x**), run {big.run:.1f} s "
+        f"(**{big.run / low.run:.2f}x**), replay {big.replay:.1f} s ({big.replay / low.replay:.2f}x).",
     ]
     header = (
         f"Run {started:%Y-%m-%d %H:%M} UTC, `local[*]` on {os.cpu_count()} cores, "

@@ -9,10 +9,16 @@ The outline (each step a function below):
 2. :func:`live_entries`: the index entries not expired at the start of the batch, pruned to the live
    buckets by literal bounds. At most one row per (task, id) is live: a forwarded record is saved only
    when the previous entry of its id has already expired (see ``deduplicator.py``).
-3. :func:`resolve`: group the records of each (task, id) (a shuffle keyed by id), sort them in processing
-   order, join the id's live entry and fold the KIP-655 decision over the records with ``aggregate`` (a
-   higher-order function evaluated in the JVM, distributed over ids), then explode back to one row per
-   record with its decision, the entry that caused a drop, and whether it is the id's new index entry.
+3. :func:`annotate`: each record with its id's live entry (left join) and the number of records of its
+   (task, id) in the batch (a window over the join's own partitioning and sort order: the records are
+   shuffled by id once; records with a null id are spread, see there). The caller persists the result:
+   :func:`decide` reads it twice.
+4. :func:`decide`: the KIP-655 decision of every record, the entry that caused a drop, and whether it is
+   its id's new index entry. A record alone of its id in the batch (nearly all of them) is decided by plain
+   column expressions over (record, live entry): one step of the sequential fold, code-generated. The
+   records of an id with several records are grouped, sorted in processing order and folded with
+   ``aggregate`` (a higher-order function, evaluated interpreted in the JVM, distributed over ids), then
+   exploded back to one row per record. Both paths share :func:`_decision`, so they decide alike.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakehouse.dedup.settings import (
@@ -43,6 +49,9 @@ TASK = "_lh_task"
 _T = "_lh_t"
 _ST = "_lh_st"
 _E_T, _E_P, _E_O = "_lh_e_t", "_lh_e_p", "_lh_e_o"
+_JOIN_TASK = "_lh_join_task"
+_SPREAD_WAYS = 1024
+_N = "_lh_n"
 _CAUSE_TYPE = "struct<t:bigint,p:int,o:bigint>"
 _OUT_TYPE = f"array<struct<d:int,c:{_CAUSE_TYPE}>>"
 
@@ -104,15 +113,59 @@ def _entry_columns(settings: DedupSettings) -> list[Column]:
     ]
 
 
-def resolve(
-    prepared: DataFrame, live: DataFrame, settings: DedupSettings, columns: Sequence[str]
-) -> DataFrame:
-    """Every record of ``prepared`` with its decision, as if the batch had been processed one by one.
+def annotate(prepared: DataFrame, live: DataFrame, settings: DedupSettings) -> DataFrame:
+    """Every record of ``prepared`` with its id's live entry (NULLs if none) and its id's record count.
+
+    The join and the count share one key, (join task, id): the records are shuffled (and sorted) by it
+    once, and the count is a window over that same partitioning and order (no second shuffle or sort).
+    The join task is the task of a keyed record and of an entry. A record with a null id matches no
+    entry, so its join task is a negative hash of its position instead: such records spread over the
+    shuffle rather than all going to the one reducer of the null key. (Both sides' join tasks are
+    computed columns, never a literal, so the optimizer keeps them in the join key.)
+    """
+    keys = [_JOIN_TASK, *settings.by]
+    spread = -1 - F.abs(F.hash(PARTITION_COL, OFFSET_COL) % F.lit(_SPREAD_WAYS))
+    records = prepared.withColumn(_JOIN_TASK, F.when(null_id(settings.by), spread).otherwise(F.col(TASK)))
+    entries = live.withColumnRenamed(TASK, _JOIN_TASK)
+    per_id = Window.partitionBy(*keys).rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return records.join(entries, on=keys, how="left").withColumn(_N, F.count(F.lit(1)).over(per_id))
+
+
+def decide(annotated: DataFrame, settings: DedupSettings, columns: Sequence[str]) -> DataFrame:
+    """Every record of ``annotated`` with its decision, as if the batch had been processed one by one.
 
     Returns ``columns`` plus :data:`TASK`, :data:`DECISION_COL`, :data:`CAUSE_COL` (the entry that caused a
     drop: t, p, o) and :data:`SAVED_COL` (true on the record that is its id's index entry after the batch).
+    A record with a null id is :data:`NULL_ID`, never saved. A keyed record alone of its (task, id) in the
+    batch is decided from its live entry directly (the fold's first step, see :func:`_decision`); the
+    records of an id with several records go through the fold (:func:`_fold_several`).
     """
-    keyed = prepared.where(~null_id(settings.by))
+    unkeyed = null_id(settings.by)
+    interval = F.lit(settings.interval_us)
+    decision = F.when(unkeyed, F.lit(NULL_ID)).otherwise(
+        _decision(
+            (F.col(_E_T), F.col(_E_P), F.col(_E_O)),
+            (F.col(PARTITION_COL), F.col(OFFSET_COL), F.col(_T), F.col(_ST)),
+            interval,
+        )
+    )
+    single = annotated.where(unkeyed | (F.col(_N) == F.lit(1))).select(
+        *columns,
+        TASK,
+        decision.alias(DECISION_COL),
+        _cause(decision, F.col(_E_T), F.col(_E_P), F.col(_E_O)).alias(CAUSE_COL),
+        (decision == F.lit(FORWARDED)).alias(SAVED_COL),
+    )
+    several = annotated.where(~unkeyed & (F.col(_N) > F.lit(1)))
+    return single.unionByName(_fold_several(several, settings, columns))
+
+
+def _fold_several(several: DataFrame, settings: DedupSettings, columns: Sequence[str]) -> DataFrame:
+    """The records of ids with several records in the batch, decided by the sequential fold per id.
+
+    Grouped by the annotation's shuffle key plus the task and the (per-id) entry columns, so the grouping
+    can reuse the records' partitioning.
+    """
     record = F.struct(
         F.col(ORDER_COL).alias("order"),
         F.col(PARTITION_COL).alias("p"),
@@ -121,11 +174,10 @@ def resolve(
         F.col(_ST).alias("st"),
         F.struct(*[F.col(c) for c in columns]).alias("row"),
     )
-    groups = keyed.groupBy(TASK, *settings.by).agg(
+    groups = several.groupBy(_JOIN_TASK, *settings.by, TASK, _E_T, _E_P, _E_O).agg(
         F.array_sort(F.collect_list(record), _in_processing_order).alias("recs")
     )
-    with_entry = groups.join(live, on=[TASK, *settings.by], how="left")
-    folded = with_entry.select(TASK, "recs", _fold(settings.interval_us).alias("fold"))
+    folded = groups.select(TASK, "recs", _fold(settings.interval_us).alias("fold"))
     per_record = F.transform(
         "recs",
         lambda r, i: F.struct(
@@ -136,26 +188,47 @@ def resolve(
         ),
     )
     exploded = folded.select(TASK, F.explode(per_record).alias("x"))
-    decided = exploded.select(
+    return exploded.select(
         *[F.col("x.row")[c].alias(c) for c in columns],
         TASK,
         F.col("x.d").alias(DECISION_COL),
         F.col("x.c").alias(CAUSE_COL),
         F.col("x.s").alias(SAVED_COL),
     )
-    unkeyed = prepared.where(null_id(settings.by)).select(
-        *columns,
-        TASK,
-        F.lit(NULL_ID).alias(DECISION_COL),
-        F.lit(None).cast(_CAUSE_TYPE).alias(CAUSE_COL),
-        F.lit(False).alias(SAVED_COL),
-    )
-    return decided.unionByName(unkeyed)
 
 
 def _in_processing_order(left: Column, right: Column) -> Column:
     a, b = left["order"], right["order"]
     return F.when(a < b, F.lit(-1)).when(a > b, F.lit(1)).otherwise(F.lit(0))
+
+
+def _decision(
+    entry: tuple[Column, Column, Column], record: tuple[Column, Column, Column, Column], interval: Column
+) -> Column:
+    """KIP-655 for one keyed record given its id's current entry: REPLAYED, DUPLICATE, LATE or FORWARDED.
+
+    ``entry`` is (t, partition, offset) of the id's entry (NULLs if none); ``record`` is (partition,
+    offset, t, stream time at the record); times in microseconds. The entry counts only while live
+    (``entry.t >= stream_time - interval``); a replay needs the same partition and a non-null equal offset;
+    a duplicate is within ``interval`` of the entry, both ends inclusive; a late record has
+    ``t < stream_time - interval``. FORWARDED (only) means the record becomes the id's entry.
+    """
+    e_t, e_p, e_o = entry
+    p, o, t, st = record
+    live = F.coalesce(e_t >= st - interval, F.lit(False))
+    same_record = F.coalesce((e_p == p) & (e_o == o), F.lit(False))
+    return (
+        F.when(live & same_record, F.lit(REPLAYED))
+        .when(live & (F.abs(t - e_t) <= interval), F.lit(DUPLICATE))
+        .when(t < st - interval, F.lit(LATE))
+        .otherwise(F.lit(FORWARDED))
+    )
+
+
+def _cause(decision: Column, e_t: Column, e_p: Column, e_o: Column) -> Column:
+    """The entry that made a record a duplicate (t, p, o), NULL for any other decision."""
+    entry = F.struct(e_t.cast("bigint").alias("t"), e_p.cast("int").alias("p"), e_o.cast("bigint").alias("o"))
+    return F.when(decision == F.lit(DUPLICATE), entry)
 
 
 def _fold(interval_us: int) -> Column:
@@ -171,26 +244,17 @@ def _fold(interval_us: int) -> Column:
 
 
 def _step(acc: Column, r: Column, interval: Column) -> Column:
-    live = F.coalesce(acc["e_t"] >= r["st"] - interval, F.lit(False))
-    same_record = F.coalesce((acc["e_p"] == r["p"]) & (acc["e_o"] == r["o"]), F.lit(False))
-    replayed = live & same_record
-    duplicate = live & (F.abs(r["t"] - acc["e_t"]) <= interval)
-    late = r["t"] < r["st"] - interval
-    decision = (
-        F.when(replayed, F.lit(REPLAYED))
-        .when(duplicate, F.lit(DUPLICATE))
-        .when(late, F.lit(LATE))
-        .otherwise(F.lit(FORWARDED))
-    )
+    decision = _decision((acc["e_t"], acc["e_p"], acc["e_o"]), (r["p"], r["o"], r["t"], r["st"]), interval)
     saved = decision == F.lit(FORWARDED)
-    cause = F.when(
-        decision == F.lit(DUPLICATE),
-        F.struct(acc["e_t"].alias("t"), acc["e_p"].alias("p"), acc["e_o"].alias("o")),
-    )
     return F.struct(
         F.when(saved, r["t"]).otherwise(acc["e_t"]).alias("e_t"),
         F.when(saved, r["p"]).otherwise(acc["e_p"]).alias("e_p"),
         F.when(saved, r["o"]).otherwise(acc["e_o"]).alias("e_o"),
         F.when(saved, F.size(acc["out"])).otherwise(acc["saved"]).alias("saved"),
-        F.concat(acc["out"], F.array(F.struct(decision.alias("d"), cause.alias("c")))).alias("out"),
+        F.concat(
+            acc["out"],
+            F.array(
+                F.struct(decision.alias("d"), _cause(decision, acc["e_t"], acc["e_p"], acc["e_o"]).alias("c"))
+            ),
+        ).alias("out"),
     )

@@ -177,7 +177,9 @@ class Deduplicator:
 
         One Delta commit on the index, recording ``batch_id``. If ``batch_id`` was committed already, the
         same forwarded records are recomputed against the index as of the version before that commit and
-        nothing is written. The result is computed once and cached until the next call.
+        nothing is written. The batch joined with its live entries is computed once and cached until the
+        next call; the result is derived from that cache (projections, plus the fold of ids with several
+        records).
 
         Raises:
             SchemaMismatchError: ``df`` lacks ``partition``/``offset``/``timestamp`` or a ``by`` column, or
@@ -227,20 +229,23 @@ class Deduplicator:
         new, version, stream_times = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
         live = self._live_entries(version, stream_times, df.schema)
-        resolved = _resolve.resolve(prepared, live, self.settings, df.columns)
+        annotated = _resolve.annotate(prepared, live, self.settings)
         self._release()
-        self._cached = resolved.persist(StorageLevel.MEMORY_AND_DISK)
-        summary = _summarize(self._cached)
+        # The batch is ordered, joined with its entries and shuffled by id once; every consumer below
+        # (summary, index MERGE, quarantine, the forwarded records) decides from this cache.
+        self._cached = annotated.persist(StorageLevel.MEMORY_AND_DISK)
+        resolved = _resolve.decide(self._cached, self.settings, df.columns)
+        summary = _summarize(resolved)
         _check_summary(summary)
         stats = _stats(batch_id, not new, summary)
         if new:
-            self._commit(self._cached, batch_id, stream_times, summary, stats)
+            self._commit(resolved, batch_id, stream_times, summary, stats)
             self._after_commit("index")
         if self.settings.quarantine_path is not None:
-            self._write_quarantine(self._cached, batch_id)
+            self._write_quarantine(resolved, batch_id)
             self._after_commit("quarantine")
         self._stats = stats
-        return self._cached, stats
+        return resolved, stats
 
     def _check_input(self, df: DataFrame) -> None:
         require_columns(df.schema, _RECORD_COLUMNS, "dedup input records")
