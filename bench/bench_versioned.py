@@ -1,17 +1,21 @@
 """Versioned store benchmark: put_all vs textbook SCD2 MERGE vs plain append; table-size scaling; expiry.
 
-Run: ``.venv/bin/python bench/bench_versioned.py [--keys 1000000 --versions 5 --batch 100000]``; writes
-``bench/RESULTS_versioned.md``. Every peer runs in this one process on the same generated data.
+Run: ``.venv/bin/python bench/bench_versioned.py [--keys 1000000 --versions 1,5,10 --batch 100000]``; writes
+``bench/RESULTS_versioned.md``. Every peer runs in this one process on the same generated data, after one
+warm-up round; each timed call reports its Spark job count and load average, each MERGE its Delta metrics.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -100,44 +104,124 @@ def scd2_merge(spark: SparkSession, path: str, batch: DataFrame) -> None:
     )
 
 
+@dataclass
+class Measured:
+    """One timed call: seconds, Spark jobs it ran, 1-minute load average before-after, Delta metrics."""
+
+    seconds: float
+    jobs: int
+    load: str
+    metrics: dict[str, str] = field(default_factory=dict)
+
+
+def load() -> str:
+    """The 1-minute load average now (the machine is shared)."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def measure(spark: SparkSession, name: str, fn: Callable[[], object], path: str | None = None) -> Measured:
+    """Time ``fn`` and count its Spark jobs; with ``path``, add the table's last commit's operationMetrics."""
+    sc = spark.sparkContext
+    sc.setJobGroup(name, name)
+    before = load()
+    seconds = timed(fn)
+    jobs = len(sc.statusTracker().getJobIdsForGroup(name))
+    sc.setJobGroup("bench", "bench")
+    metrics = {}
+    if path is not None:
+        metrics = dict(DeltaTable.forPath(spark, path).history(1).first()["operationMetrics"])
+    return Measured(seconds, jobs, f"{before}-{load()}", metrics)
+
+
+def warm_up(spark: SparkSession, root: Path) -> None:
+    """One small round of every contender, so no timed call pays for JIT and first-use class loading."""
+    store = bulk_store(spark, str(root / "warm"), 10_000, 2)
+    batch = update_batch(spark, 10_000, 2, 1_000, 0.1)
+    store.put_all(batch, batch_id=0)
+    scd2_table(spark, str(root / "warm"), str(root / "warm_scd2"))
+    scd2_merge(spark, str(root / "warm_scd2"), batch)
+    batch.write.format("delta").save(str(root / "warm_append"))
+
+
+# Delta MERGE metrics that show where a batch's time goes (see RESULTS_versioned.md).
+PROFILE_METRICS = (
+    "executionTimeMs",
+    "scanTimeMs",
+    "rewriteTimeMs",
+    "numSourceRows",
+    "numTargetRowsUpdated",
+    "numTargetRowsInserted",
+    "numTargetRowsCopied",
+    "numTargetDeletionVectorsAdded",
+    "numTargetFilesAdded",
+)
+
+
 def run(args: argparse.Namespace) -> list[str]:
     settings = load_settings(
         "local", overrides={"log_level": "ERROR", "shuffle_partitions": str(args.partitions)}
     )
     spark = get_spark({"spark.ui.enabled": "false"}, settings)
     root = Path(tempfile.mkdtemp(prefix="bench-versioned-"))
+    warm_up(spark, root)
     lines = [
         f"Machine: 2 cores; `local[*]`, {args.partitions} shuffle partitions. Store: {args.keys:,} keys; "
         f"batch {args.batch:,} updates, {args.late:.0%} out of order. "
-        f"Retention {RETENTION}, segments {INTERVAL}.",
+        f"Retention {RETENTION}, segments {INTERVAL}. One timed call per cell, after a warm-up round.",
         "",
-        "| workload | store versions | put_all (s) | SCD2 MERGE (s) | plain append (s) | put_all / append |",
-        "|---|---|---|---|---|---|",
+        "| store versions | put_all (s) | SCD2 MERGE (s) | plain append (s) | put_all / append "
+        "| SCD2 / append | Spark jobs (ours / SCD2 / append) | load before-after (ours) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    per_batch = {}
-    for versions in (args.versions, args.versions * args.scale):
+    ours: dict[int, Measured] = {}
+    scd2: dict[int, Measured] = {}
+    for versions in args.versions:
         path = str(root / f"store{versions}")
         store = bulk_store(spark, path, args.keys, versions)
         scd2_table(spark, path, str(root / f"scd2_{versions}"))
         batch = update_batch(spark, args.keys, versions, args.batch, args.late).cache()
         batch.count()
-        ours = timed(lambda s=store, b=batch: s.put_all(b, batch_id=0))
-        peer = timed(lambda v=versions, b=batch: scd2_merge(spark, str(root / f"scd2_{v}"), b))
-        floor = timed(lambda v=versions, b=batch: b.write.format("delta").save(str(root / f"append_{v}")))
-        per_batch[versions] = ours
-        lines.append(
-            f"| 1 batch | {args.keys * versions:,} | {ours:.1f} | {peer:.1f} | {floor:.1f} "
-            f"| {ours / floor:.2f}x |"
+        ours[versions] = measure(
+            spark, f"ours{versions}", lambda s=store, b=batch: s.put_all(b, batch_id=0), path
         )
+        scd2_path = str(root / f"scd2_{versions}")
+        scd2[versions] = measure(
+            spark, f"scd2{versions}", lambda p=scd2_path, b=batch: scd2_merge(spark, p, b), scd2_path
+        )
+        floor = measure(
+            spark,
+            f"append{versions}",
+            lambda v=versions, b=batch: b.write.format("delta").save(str(root / f"append_{v}")),
+        )
+        mine, peer = ours[versions], scd2[versions]
+        lines.append(
+            f"| {args.keys * versions:,} | {mine.seconds:.1f} | {peer.seconds:.1f} | {floor.seconds:.2f} "
+            f"| {mine.seconds / floor.seconds:.1f}x | {peer.seconds / floor.seconds:.1f}x "
+            f"| {mine.jobs} / {peer.jobs} / {floor.jobs} | {mine.load} |"
+        )
+        print(lines[-1], flush=True)
         batch.unpersist()
-        shutil.rmtree(root / f"scd2_{versions}", ignore_errors=True)
-    small, large = per_batch[args.versions], per_batch[args.versions * args.scale]
+        for folder in (f"store{versions}", f"scd2_{versions}", f"append_{versions}"):
+            shutil.rmtree(root / folder, ignore_errors=True)
+    small, large = min(args.versions), max(args.versions)
     lines += [
         "",
-        f"Table-size scaling: {args.scale}x more versions costs {large / small:.2f}x per batch "
-        "(target <= 1.3x).",
+        f"Table-size scaling: {large // small}x more versions "
+        f"({args.keys * small:,} -> {args.keys * large:,}) costs "
+        f"{ours[large].seconds / ours[small].seconds:.2f}x per batch (target <= 1.3x).",
         "",
+        "Delta `operationMetrics` of each MERGE commit (ms, rows, files); `before MERGE` is the wall time of "
+        "put_all outside Delta's MERGE command (history read, batch plan, store read, checkpoint):",
+        "",
+        "| contender | store versions | before MERGE (s) | " + " | ".join(PROFILE_METRICS) + " |",
+        "|---|---|---|" + "---|" * len(PROFILE_METRICS),
     ]
+    for name, measured in (("put_all", ours), ("SCD2 MERGE", scd2)):
+        for versions, m in measured.items():
+            before_merge = m.seconds - int(m.metrics.get("executionTimeMs", 0)) / 1000
+            cells = " | ".join(m.metrics.get(k, "") for k in PROFILE_METRICS)
+            lines.append(f"| {name} | {args.keys * versions:,} | {before_merge:.1f} | {cells} |")
+    lines.append("")
     lines += expiry_lines(spark, root, args)
     shutil.rmtree(root, ignore_errors=True)
     return lines
@@ -145,7 +229,11 @@ def run(args: argparse.Namespace) -> list[str]:
 
 def expiry_lines(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[str]:
     """Time ``expire()`` on two stores whose expired segments differ 10x in row count."""
-    lines = ["| expiry | expired versions | files removed | expire() (s) |", "|---|---|---|---|"]
+    lines = [
+        "| expiry | expired versions | files removed | files added | expire() (s) | Spark jobs |",
+        "|---|---|---|---|---|---|",
+    ]
+    seconds = []
     for keys in (args.keys // 10, args.keys):
         path = str(root / f"expire{keys}")
         store = bulk_store(spark, path, keys, 2)
@@ -155,29 +243,44 @@ def expiry_lines(spark: SparkSession, root: Path, args: argparse.Namespace) -> l
             ),
             batch_id=0,
         )
-        seconds = timed(store.expire)
-        metrics = DeltaTable.forPath(spark, path).history(1).first()["operationMetrics"]
+        m = measure(spark, f"expire{keys}", store.expire, path)
+        seconds.append(m.seconds)
         lines.append(
-            f"| {keys:,} rows/segment | {metrics.get('numDeletedRows')} | {metrics.get('numRemovedFiles')} "
-            f"| {seconds:.2f} |"
+            f"| {keys:,} rows in the expired segment | {m.metrics.get('numDeletedRows')} "
+            f"| {m.metrics.get('numRemovedFiles')} | {m.metrics.get('numAddedFiles')} | {m.seconds:.2f} "
+            f"| {m.jobs} |"
         )
+        shutil.rmtree(path, ignore_errors=True)
+    ratio = seconds[1] / seconds[0]
+    lines += ["", f"10x more rows in the expired segment costs {ratio:.2f}x (target <= 1.2x)."]
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--versions", type=int, default=1, help="versions per key of the smaller store")
     parser.add_argument(
-        "--scale", type=int, default=10, help="the larger store has this many times more versions"
+        "--versions",
+        default="1,5,10",
+        type=lambda text: [int(v) for v in text.split(",")],
+        help="versions per key of each store, comma-separated; scaling compares the smallest and largest",
     )
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--late", type=float, default=0.1)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--out", default="bench/RESULTS_versioned.md")
     args = parser.parse_args()
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_at_start = load()
     lines = run(args)
-    Path(args.out).write_text("## Versioned store (issue 3)\n\n" + "\n".join(lines) + "\n")
+    header = [
+        "## Versioned store (issue 3)",
+        "",
+        f"Command: `.venv/bin/python {' '.join(sys.argv)}`; started {started}; 1-minute load average "
+        f"{load_at_start} at the start, {load()} at the end.",
+        "",
+    ]
+    Path(args.out).write_text("\n".join(header + lines) + "\n")
     print("\n".join(lines))
 
 

@@ -10,7 +10,8 @@ distributed computation rather than a sequential loop:
    window, no global sort.
 2. Versions. Accepted records only set ``map[key][t] = value``, so the final store is the union of the
    existing versions and, per ``(key, t)``, the last accepted record in processing order; each version's
-   ``valid_to`` is the next ``valid_from`` of its key. A window per key.
+   ``valid_to`` is the next ``valid_from`` of its key. One window per key does both (ordered by time,
+   then stored before incoming, then processing order).
 """
 
 from __future__ import annotations
@@ -87,14 +88,13 @@ def _any_null(columns: Sequence[str]) -> Column:
     return condition
 
 
-def incoming_versions(marked: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
-    """Accepted records reduced to one per ``(key, t)``: the last in processing order wins."""
-    last_first = Window.partitionBy(*keys, _T_US).orderBy(F.col(ORDER_COL).desc())
-    return (
-        marked.where(~F.col(_DROPPED))
-        .withColumn("_rank", F.row_number().over(last_first))
-        .where(F.col("_rank") == 1)
-        .select(*keys, F.timestamp_micros(_T_US).alias(VALID_FROM), TOMBSTONE, *values)
+def accepted_records(marked: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """The accepted (not dropped) records of a marked batch as versions, with their processing order.
+
+    Several records of one ``(key, t)`` are all kept here; :func:`resolve_versions` keeps the last.
+    """
+    return marked.where(~F.col(_DROPPED)).select(
+        *keys, F.timestamp_micros(_T_US).alias(VALID_FROM), TOMBSTONE, *values, ORDER_COL
     )
 
 
@@ -105,8 +105,10 @@ def resolve_versions(
     values: Sequence[str],
     interval_us: int,
 ) -> DataFrame:
-    """Splice ``incoming`` versions into the ``existing`` versions of the same keys.
+    """Splice ``incoming`` records into the ``existing`` versions of the same keys, in one window per key.
 
+    ``incoming`` is :func:`accepted_records`: per ``(key, valid_from)`` the last record in processing
+    order is the version (it replaces any stored version and earlier records at the same time).
     ``existing`` must hold the key, ``valid_from`` and ``valid_to`` of every stored version of
     ``incoming``'s keys with ``valid_to`` NULL or later than the smallest incoming ``valid_from`` (older
     versions cannot change); their values are not needed, so a store with wide values reads narrow columns.
@@ -117,12 +119,14 @@ def resolve_versions(
     """
     payload = [TOMBSTONE, *values]
     payload_types = dict(incoming.select(*payload).dtypes)
+    order_type = incoming.schema[ORDER_COL].dataType
     union = existing.select(
         *keys,
         VALID_FROM,
         VALID_TO,
         *[F.lit(None).cast(payload_types[c]).alias(c) for c in payload],
         F.lit(_EXISTING).alias(_SOURCE),
+        F.lit(None).cast(order_type).alias(ORDER_COL),
     ).unionByName(
         incoming.select(
             *keys,
@@ -130,13 +134,17 @@ def resolve_versions(
             F.lit(None).cast("timestamp").alias(VALID_TO),
             *payload,
             F.lit(_INCOMING).alias(_SOURCE),
+            ORDER_COL,
         )
     )
-    # Existing sorts before incoming at the same valid_from, so a replaced version sees its replacement
-    # just after it (and is dropped: the replacement updates its row).
-    by_time = Window.partitionBy(*keys).orderBy(F.col(VALID_FROM).asc(), F.col(_SOURCE).asc())
+    # At one valid_from the stored version sorts first, then the records in processing order: every row
+    # but the last of its valid_from sees the same valid_from next and is replaced (dropped; the last
+    # record's row updates the stored one), and the last one's next row starts the next version.
+    by_time = Window.partitionBy(*keys).orderBy(
+        F.col(VALID_FROM).asc(), F.col(_SOURCE).asc(), F.col(ORDER_COL).asc()
+    )
     next_from = F.lead(VALID_FROM, 1).over(by_time)
-    replaced = (next_from == F.col(VALID_FROM)) & (F.col(_SOURCE) == _EXISTING)
+    replaced = next_from == F.col(VALID_FROM)
     resolved = union.select(
         *keys,
         VALID_FROM,

@@ -250,13 +250,16 @@ class VersionedStore:
 
         Only the latest versions and the segments that can hold a ``valid_to`` after the batch's oldest
         accepted record are read (literal partition bounds, also in the MERGE condition so Delta prunes the
-        target too). The source is checkpointed once, so Delta's passes over it see one result and need not
-        materialize it again; when the batch is small (by Spark's broadcast threshold) it is broadcast, so
-        the store's touched files are scanned without being shuffled.
+        target too), and only their bounds, semi-joined with the batch's keys. One window per key both
+        keeps the last record per ``(key, t)`` and splices the versions (one shuffle of the batch and the
+        matching stored bounds). The source is checkpointed once, so Delta's passes over it see one result
+        and need not materialize it again; when the batch is small (by Spark's broadcast threshold) the keys
+        and the source are broadcast, so the store's files are scanned without being shuffled.
         """
         keys, values = self.settings.keys, self.settings.values
-        incoming = _plan.incoming_versions(marked, keys, values)
-        batch_keys = _broadcast_if_small(incoming.select(*keys).distinct(), records)
+        incoming = _plan.accepted_records(marked, keys, values)
+        # No distinct: a semi-join's build side may repeat keys, and a distinct would cost a shuffle.
+        batch_keys = _broadcast_if_small(incoming.select(*keys), records)
         existing = (
             self.table()
             .where(segments_from(min_t_us, self.settings.interval_us))
