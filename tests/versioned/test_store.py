@@ -112,6 +112,21 @@ def test_replayed_batch_id_leaves_store_unchanged(spark: SparkSession, table_pat
         store.put_all(batch, batch_id=6)
 
 
+def test_records_of_one_key_and_time_keep_the_last_in_processing_order(
+    spark: SparkSession, table_path: str
+) -> None:
+    # Partition 0's time runs ahead to 30, so its record at offset 1 is processed after partition 1's
+    # record (task order: the smaller partition time goes first): "p0" is the last write of k at 10, and
+    # it replaces the stored "old" while keeping the stored later version's bound.
+    store = create_store(spark, table_path, RETENTION_MS)
+    store.put_all(batch_frame(spark, [("k", "old", 10, 0, 0), ("k", "later", 20, 0, 1)]))
+    result = store.put_all(
+        batch_frame(spark, [("x", "x", 30, 0, 0), ("k", "p0", 10, 0, 1), ("k", "p1", 10, 1, 0)])
+    )
+    assert (result.records, result.dropped) == (3, 0)
+    assert store_history(store) == [("k", 10, 20, "p0"), ("k", 20, None, "later"), ("x", 30, None, "x")]
+
+
 def test_open_reads_settings_and_stream_time_from_the_table(spark: SparkSession, table_path: str) -> None:
     store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
     store.put_all(batch_frame(spark, [("k", "v", 70_000, 0, 0)]))
