@@ -76,24 +76,7 @@ def test_scenario_through_put_all_batches(spark: SparkSession, tmp_path, scenari
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        s
-        for s in SCENARIOS
-        if s.name
-        in {
-            "shouldPutOlderNullWithNonNullLatest",
-            "shouldDelete",
-            "shouldNotPutExpired",
-            "shouldNotDeleteExpired",
-            "shouldNotGetExpired",
-            "shouldGetExpiredIfLatestValue",
-            "shouldAllowZeroHistoryRetention",
-        }
-    ],
-    ids=lambda s: s.name,
-)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_IDS)
 def test_scenario_through_put_get_delete(spark: SparkSession, tmp_path, scenario: Scenario) -> None:
     store = create_store(
         spark, str(tmp_path / "store"), scenario.history_retention, scenario.segment_interval
