@@ -250,39 +250,3 @@ def test_bad_settings_raise_and_reopening_with_other_settings_is_refused(
     assert create_store(spark, table_path, RETENTION_MS).settings.history_retention == timedelta(minutes=1)
     with pytest.raises(InvalidInputError, match="null key"):
         create_store(spark, table_path, RETENTION_MS).put(None, "v", at(0))
-
-
-def test_sql_over_state_answers_each_question_in_one_statement(spark: SparkSession, table_path: str) -> None:
-    store = create_store(spark, table_path, 10 * RETENTION_MS, INTERVAL_MS)
-    store.put_all(
-        batch_frame(
-            spark,
-            [
-                ("EUR", "1.10", 0, 0, 0),
-                ("EUR", "1.12", 15_000, 0, 1),
-                ("GBP", "1.27", 5_000, 1, 0),
-                ("GBP", None, 20_000, 1, 1),
-            ],
-        )
-    )
-    store.register("rates")
-    t = "TIMESTAMP '1970-01-01 00:00:10'"
-    now = spark.sql("SELECT v FROM rates WHERE k = 'EUR' AND valid_to IS NULL AND NOT tombstone").collect()
-    as_of = spark.sql(
-        f"SELECT v FROM rates WHERE k = 'EUR' AND valid_from <= {t} AND (valid_to IS NULL OR valid_to > {t}) "
-        "AND NOT tombstone"
-    ).collect()
-    every_key = spark.sql(
-        f"SELECT k, v FROM rates WHERE valid_from <= {t} AND (valid_to IS NULL OR valid_to > {t}) "
-        "AND NOT tombstone"
-    ).collect()
-    history = spark.sql(
-        "SELECT v, valid_from, valid_to FROM rates WHERE k = 'GBP' ORDER BY valid_from"
-    ).collect()
-    per_segment = spark.sql("SELECT segment, count(*) AS versions FROM rates GROUP BY segment").collect()
-    assert [r["v"] for r in now] == ["1.12"]
-    assert [r["v"] for r in as_of] == ["1.10"]
-    assert sorted((r["k"], r["v"]) for r in every_key) == [("EUR", "1.10"), ("GBP", "1.27")]
-    assert [r["v"] for r in history] == ["1.27", None]
-    assert {r["segment"]: r["versions"] for r in per_segment} == {1: 1, 2: 1, None: 2}
-    assert store_history(store)[0][:2] == ("EUR", 0)
