@@ -19,11 +19,11 @@ Semantics (the contract; bounds matter):
   named ``prefix + name + suffix``. A name that clashes with a stream column raises
   :class:`ColumnClashError`. The key columns are the stream's (not repeated).
 
-Execution: one small aggregate over the stream batch (record count, min and max time, and the records
-per coarse hash group of keys), then one equi-join on the key (plus a time bucket when some keys are hot)
-with the range condition as a join filter: never a cross join, never a collect. Two more small queries run
-only when needed: the expired count, when the batch reaches back before the retention horizon; and the
-exact hot keys (their 64-bit key hash) among the records of the hot coarse groups, when a group is hot.
+Execution: one small aggregate over the stream batch (record count, expired count, min and max time, and
+the records per coarse hash group of keys), then one equi-join on the key (plus a time bucket when some
+keys are hot) with the range condition as a join filter: never a cross join, never a collect. One more
+small query runs only when a coarse group is hot: the exact hot keys (their 64-bit key hash) among the
+records of the hot groups. The expiry rule is a join filter only when some record of the batch is expired.
 The table side is pruned with literal bounds from the batch: validTo segments below the batch's start (or
 below the retention horizon) are not read (Delta partition pruning), and versions starting after the
 batch's end are skipped by file statistics. An ordinary key is joined in one piece (each version read
@@ -255,6 +255,11 @@ def _key_hash(columns: list[Column]) -> Column:
     return F.xxhash64(*columns)
 
 
+def _coarse_group(key_hash: Column) -> Column:
+    """The coarse hash group of a key (one of ``_HASH_GROUPS``): records are counted per group."""
+    return key_hash.bitwiseAND(F.lit(_HASH_GROUPS - 1))
+
+
 def _batch_stats(
     stream_df: DataFrame,
     timestamp: str,
@@ -262,17 +267,20 @@ def _batch_stats(
     bucket: timedelta | None,
     hot_events: int,
 ) -> _Batch:
-    """The batch's one aggregate (per coarse hash group, then in total: a bounded result), the follow-up
-    queries it calls for (expired count, exact hot keys), and the bucket widths and first segment."""
+    """The batch's one aggregate (per coarse hash group, then in total: a bounded result), the exact hot
+    keys when a group is hot, and the bucket widths and first segment they imply."""
     t_us = F.unix_micros(F.col(timestamp))
     key_hash = _key_hash([F.col(k) for k in source.keys])
-    per_group = stream_df.groupBy(key_hash.bitwiseAND(F.lit(_HASH_GROUPS - 1)).alias(_GROUP)).agg(
+    expired = F.lit(False) if source.horizon_us is None else t_us < F.lit(source.horizon_us)
+    per_group = stream_df.groupBy(_coarse_group(key_hash).alias(_GROUP)).agg(
         F.count(F.lit(1)).alias("records"),
+        F.count(F.when(expired, 1)).alias("expired"),
         F.min(t_us).alias("min_us"),
         F.max(t_us).alias("max_us"),
     )
     row = per_group.agg(
         F.sum("records").alias("records"),
+        F.sum("expired").alias("expired"),
         F.min("min_us").alias("min_us"),
         F.max("max_us").alias("max_us"),
         F.collect_list(F.when(F.col("records") >= hot_events, F.struct(_GROUP, "records"))).alias("hot"),
@@ -288,9 +296,6 @@ def _batch_stats(
     else:
         bucket_us = span_us
         widths = _hot_widths(stream_df, key_hash, row["hot"], records, span_us, hot_events)
-    expired = 0
-    if source.horizon_us is not None and min_us is not None and min_us < source.horizon_us:
-        expired = stream_df.where(t_us < F.lit(source.horizon_us)).count()
     lower_us = None
     if min_us is not None:
         lower_us = min_us if source.horizon_us is None else max(min_us, source.horizon_us)
@@ -299,7 +304,7 @@ def _batch_stats(
         first_segment = segment_of(lower_us, source.interval_us)
     stats = AsOfJoinStats(
         records=records,
-        expired_lookups=expired,
+        expired_lookups=int(row["expired"] or 0),
         min_time=None if min_us is None else from_micros(min_us),
         max_time=None if max_us is None else from_micros(max_us),
         bucket=timedelta(microseconds=bucket_us),
@@ -325,7 +330,7 @@ def _hot_widths(
     )
     if not hot_groups:
         return {}
-    in_hot_group = key_hash.bitwiseAND(F.lit(_HASH_GROUPS - 1)).isin(*hot_groups)
+    in_hot_group = _coarse_group(key_hash).isin(*hot_groups)
     counted = stream_df.where(in_hot_group).groupBy(key_hash.alias(_GROUP)).agg(F.count(F.lit(1)).alias("n"))
     hot = counted.where(F.col("n") >= F.lit(floor_records)).orderBy(F.desc("n"), _GROUP)
     per_bucket = max(1, hot_events // _HOT_SPLIT)
