@@ -4,7 +4,8 @@ The assignment is computed in four phases:
 
 1. **Active targets**: a balanced placement of the stateful tasks (each client holds the floor or ceiling
    of its capacity share) that keeps previous owners where balance allows, then prefers caught-up
-   clients, then clients with the most state.
+   clients (making room on a full caught-up client by moving one of its tasks on to another caught-up
+   client, :mod:`lakehouse.assignment._reroute`), then clients with the most state.
 2. **Standby targets**: previous standbys kept, the rest placed rack-aware (KIP-708), then standbys
    balanced over clients by capacity without losing tag diversity (:mod:`lakehouse.assignment.standby`).
 3. **Availability** (:mod:`lakehouse.assignment.movements`): a target that would have to restore while a
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping
 
 from lakehouse.assignment._balance import Band, LeastLoaded
 from lakehouse.assignment._context import Context, build_context
+from lakehouse.assignment._reroute import reroute_to_caught_up
 from lakehouse.assignment.errors import AssignmentInputError
 from lakehouse.assignment.movements import Placement, realize, task_moves
 from lakehouse.assignment.standby import place_standby_targets
@@ -100,6 +102,7 @@ def place_active_targets(ctx: Context) -> dict[str, str]:
     targets: dict[str, str] = {}
     _keep_previous_owners(ctx, band, targets)
     _fill_caught_up(ctx, band, targets)
+    reroute_to_caught_up(ctx, band, targets)
     _fill_remaining(ctx, band, targets)
     return targets
 

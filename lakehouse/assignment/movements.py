@@ -6,8 +6,10 @@ get the task yet. Instead:
 * **Active**: the task stays on a caught-up client: its previous owner, else a caught-up client the
   standby placement chose (a *swap*: the target takes that standby slot and restores as a standby),
   else the least-loaded caught-up client. Without a swap the target gets a **warm-up** replica.
-* **Standby**: unless another standby of the task is caught up, the standby goes to the most caught-up
-  client that holds nothing of the task, and the target gets a warm-up.
+* **Standby**: the standby goes to a caught-up client that holds nothing of the task (the most diverse
+  in tags), and the target gets a warm-up.
+* **Idle clients**: a client that a deferral left under the floor of its active share takes actives it
+  is caught up for from clients over theirs.
 
 Warm-ups are granted while ``max_warmup_replicas`` lasts, active deferrals first, tasks with the fewest
 caught-up clients first. Every deferral asks for a probing rebalance; once a warm-up has caught up, the
@@ -20,7 +22,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lakehouse.assignment._balance import Band
 from lakehouse.assignment._context import Context
+from lakehouse.assignment.standby import tag_rank, used_values
 from lakehouse.assignment.state import ClientState, Role, TaskMove, task_sort_key
 
 
@@ -78,9 +82,10 @@ def realize(
             standby[task][standby[task].index(source)] = target
         elif budget.take():
             warmup[task].append(target)
+    _relieve_idle(ctx, active, standby, active_load)
+    standby_moves = _StandbyMoves(ctx, active, standby)
     for task in order:
-        standby[task], moved = _realize_standbys(ctx, task, active[task], standby[task], warmup[task], budget)
-        deferred += moved
+        deferred += standby_moves.realize(task, warmup[task], budget)
     return Placement(
         active=active,
         standby={task: tuple(pids) for task, pids in standby.items()},
@@ -100,32 +105,81 @@ def _source(
     return min(pool, key=lambda p: (active_load[p] / ctx.capacity[p], ctx.lag(task, p), p))
 
 
-def _realize_standbys(
-    ctx: Context, task: str, active: str, planned: list[str], warmups: list[str], budget: _WarmupBudget
-) -> tuple[list[str], int]:
-    """Keep each planned standby unless a more caught-up client holding nothing of the task exists.
+class _StandbyMoves:
+    """Moves standbys that would restore onto caught-up clients, counting replicas against each client's
+    ceiling share of all replicas."""
 
-    A standby may restore in place when another standby of the task is caught up already: the task
-    keeps a caught-up standby either way.
-    """
-    holders = {active, *planned, *warmups}
-    redundant = any(ctx.is_caught_up(task, pid) for pid in planned)
-    kept: list[str] = []
-    moved = 0
-    for target in planned:
-        better = [] if redundant else [p for p in ctx.better_clients(task, target) if p not in holders]
-        if not better:
-            kept.append(target)
-            continue
-        moved += 1
-        kept.append(better[0])
-        holders.add(better[0])
-        redundant = ctx.is_caught_up(task, better[0])
-        if budget.take():
-            warmups.append(target)
-        else:
-            holders.discard(target)
-    return kept, moved
+    def __init__(self, ctx: Context, active: Mapping[str, str], standby: dict[str, list[str]]) -> None:
+        self.ctx = ctx
+        self.active = active
+        self.standby = standby
+        per_task = max((len(pids) for pids in standby.values()), default=0)
+        self.share = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity).hi
+        self.load = Counter(active.values())
+        self.load.update(pid for pids in standby.values() for pid in pids)
+
+    def realize(self, task: str, warmups: list[str], budget: _WarmupBudget) -> int:
+        """Keep each planned standby of ``task`` unless it would restore while a better client holds
+        nothing of the task, and return how many moved.
+
+        The task's first such standby moves to the better client (the one adding most tag diversity,
+        then one with room under its share, then the most caught up), as in Kafka; later ones move only
+        to a better client with room, else they restore in place. The planned client keeps a warm-up
+        while the budget lasts: standbys that must restore are bounded by ``max_warmup_replicas``.
+        """
+        active, planned = self.active[task], self.standby[task]
+        holders = {active, *planned, *warmups}
+        moved = 0
+        for index, target in enumerate(planned):
+            better = [p for p in self.ctx.better_clients(task, target) if p not in holders]
+            if moved:
+                better = [p for p in better if self.load[p] < self.share[p]]
+            if not better:
+                continue
+            used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
+            chosen = min(better, key=lambda p: self._rank(task, p, used))
+            planned[index] = chosen
+            holders.add(chosen)
+            self.load[chosen] += 1
+            self.load[target] -= 1
+            moved += 1
+            if budget.take():
+                warmups.append(target)
+            else:
+                holders.discard(target)
+        return moved
+
+    def _rank(self, task: str, pid: str, used: list[set[str]]) -> tuple[object, ...]:
+        tags = tag_rank(self.ctx.tags, pid, used, self.active[task])
+        return (*tags, self.load[pid] >= self.share[pid], self.ctx.lag(task, pid), pid)
+
+
+def _relieve_idle(
+    ctx: Context, active: dict[str, str], standby: dict[str, list[str]], active_load: Counter[str]
+) -> None:
+    """A client left under the floor of its active share (its target was deferred) takes tasks it is
+    caught up for from clients over their floor, standby swaps first: a move that costs no restoration."""
+    floor = Band(len(ctx.stateful), ctx.capacity).lo
+    idle = [pid for pid in ctx.pids if active_load[pid] < floor[pid]]
+    if not idle:
+        return
+    caught_up: dict[str, list[str]] = {pid: [] for pid in idle}
+    for task in ctx.stateful:
+        for pid in ctx.caught_up[task]:
+            if pid in caught_up:
+                caught_up[pid].append(task)
+    for pid in idle:
+        for task in sorted(caught_up[pid], key=lambda t: (pid not in standby[t], task_sort_key(t))):
+            source = active[task]
+            if active_load[pid] >= floor[pid]:
+                break
+            if source == pid or active_load[source] <= floor[source]:
+                continue
+            active[task] = pid
+            active_load[source] -= 1
+            active_load[pid] += 1
+            if pid in standby[task]:
+                standby[task][standby[task].index(pid)] = source
 
 
 def task_moves(

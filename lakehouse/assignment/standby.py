@@ -103,7 +103,7 @@ class _Tiers:
         ):
             return None  # every replica has its own value of every key: nothing can gain more
         for index, pid in enumerate(standbys):
-            used = _used(tags, [other for other in replicas if other != pid])
+            used = used_values(tags, [other for other in replicas if other != pid])
             seen = _seen(tags[pid], used)
             if any(seen) and seen != self.ranked(used)[0][0]:
                 return index
@@ -134,9 +134,14 @@ class _Placer:
 
     def keep(self, task: str, active: str, count: int) -> tuple[str, ...]:
         """The previous standbys of ``task`` (up to ``count``, greatest gain first, then most caught up),
-        whatever their load: balancing comes later."""
+        whatever their load: balancing comes later. A previous standby that is not caught up is kept only
+        while no caught-up client is free to take its place (it is a warm-up nothing else needs)."""
+        ctx = self.ctx
+        free = any(p != active and task not in ctx.prev_standby[p] for p in ctx.caught_up[task])
         candidates = [
-            p for p in self.ctx.state_holders[task] if p != active and task in self.ctx.prev_standby[p]
+            p
+            for p in ctx.state_holders[task]
+            if p != active and task in ctx.prev_standby[p] and (ctx.is_caught_up(task, p) or not free)
         ]
         used = [{value} for value in self.ctx.tags[active]]
         kept: list[str] = []
@@ -154,7 +159,7 @@ class _Placer:
         single standby could move to a client that adds tag diversity."""
         holders = {active, *kept}
         chosen = list(kept)
-        used = _used(self.ctx.tags, [active, *chosen])
+        used = used_values(self.ctx.tags, [active, *chosen])
         for _ in range(count - len(kept)):
             pid = self._pick(task, holders, used)
             chosen.append(pid)
@@ -166,7 +171,7 @@ class _Placer:
             dropped = chosen[index]
             others = [active, *chosen[:index], *chosen[index + 1 :]]
             self._change_load(dropped, -1)
-            chosen[index] = self._pick(task, {*others, dropped}, _used(self.ctx.tags, others))
+            chosen[index] = self._pick(task, {*others, dropped}, used_values(self.ctx.tags, others))
             self._change_load(chosen[index], 1)
         return tuple(chosen)
 
@@ -223,11 +228,18 @@ def balance_standbys(
     gains at least what the source gains (the task's tag diversity does not drop, in precedence order)
     and leaves no standby of the task that another client would replace with more diversity; the
     least-loaded such client takes it. Moves to caught-up clients (finished warm-ups) are made first, so
-    a warm-up is not wasted on a client another move fills. Passes repeat until nothing can move, so a
-    result fed back (same clients, same actives, every standby kept) moves nothing: it is a fixed point.
+    a warm-up is not wasted on a client another move fills. Then the same at the floor: a client under
+    the floor of its share takes standbys it is caught up for from clients over the floor (a move that
+    costs no restoration, so no client stays empty while another holds more than its share). Passes repeat
+    until nothing can move, so a result fed back (same clients, same actives, every standby kept) moves
+    nothing: it is a fixed point.
     """
     balancer = _Balancer(ctx, active_targets, standbys, per_task, tiers or _Tiers(ctx.tags.values()))
-    while balancer.run_pass(caught_up_only=True) or balancer.run_pass(caught_up_only=False):
+    while (
+        balancer.run_pass(balancer.ceiling, caught_up_only=True)
+        or balancer.run_pass(balancer.ceiling, caught_up_only=False)
+        or balancer.run_pass(balancer.floor, caught_up_only=True)
+    ):
         pass
     return {task: tuple(pids) for task, pids in balancer.placed.items()}
 
@@ -247,7 +259,8 @@ class _Balancer:
         self.tiers = tiers
         self.active = active_targets
         self.order = {task: index for index, task in enumerate(ctx.stateful)}
-        self.share = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity).hi
+        band = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity)
+        self.ceiling, self.floor = band.hi, band.lo
         self.load = Counter(active_targets.values())
         self.placed = {task: list(pids) for task, pids in standbys.items()}
         self.held: dict[str, set[str]] = {pid: set() for pid in ctx.pids}
@@ -259,9 +272,10 @@ class _Balancer:
     def _rank(self, pid: str) -> tuple[float, str]:
         return self.load[pid] / self.ctx.capacity[pid], pid
 
-    def run_pass(self, caught_up_only: bool) -> bool:
-        """Move what can move from each client over its share, in client then task order."""
-        share, load = self.share, self.load
+    def run_pass(self, share: Mapping[str, int], caught_up_only: bool) -> bool:
+        """Move what can move from each client over ``share`` to clients under it, in client then task
+        order."""
+        load = self.load
         under = _Under(self.ctx, (p for p in self.ctx.pids if load[p] < share[p]), self._rank)
         moved = False
         for source in [p for p in self.ctx.pids if load[p] > share[p]]:
@@ -288,11 +302,11 @@ class _Balancer:
             first = {tags[pid][0] for pid in others}
             if tags[source][0] not in first and under.first_values.keys() <= first:
                 return None  # the source's first tag value is new, and every client with room repeats one
-        used = _used(tags, others)
-        gain = _seen(tags[source], used)
+        used = used_values(tags, others)
+        source_rank = tag_rank(tags, source, used, active)
         for pid in under.pids:
-            if pid == active or pid in placed or _seen(tags[pid], used) > gain:
-                continue
+            if pid == active or pid in placed or tag_rank(tags, pid, used, active) > source_rank:
+                continue  # less diverse, or as diverse but sharing more with the active (KIP-708)
             if caught_up_only and not self.ctx.is_caught_up(task, pid):
                 continue
             moved = [pid if other == source else other for other in placed]
@@ -324,7 +338,7 @@ class _Under:
                 del self.first_values[self._first(pid)]
 
 
-def _used(tags: Mapping[str, TagValues], pids: Sequence[str]) -> list[set[str]]:
+def used_values(tags: Mapping[str, TagValues], pids: Sequence[str]) -> list[set[str]]:
     """Per tag key, the values the clients ``pids`` have."""
     return [set(values) for values in zip(*(tags[pid] for pid in pids), strict=True)]
 
@@ -333,6 +347,15 @@ def _seen(values: TagValues, used: Sequence[set[str]]) -> Seen:
     """Per tag key, whether the value is used by the task's replicas already. Gain is its negation:
     a lexicographically smaller ``_seen`` is a greater gain."""
     return tuple(map(set.__contains__, used, values))
+
+
+def tag_rank(
+    tags: Mapping[str, TagValues], pid: str, used: Sequence[set[str]], active: str
+) -> tuple[Seen, Seen]:
+    """How good a standby ``pid`` is next to the task's other replicas, whose values are ``used`` (the
+    active is one of them); smaller is better: which tag values it repeats from them, then which it shares
+    with the active (KIP-708: differ from the active first)."""
+    return _seen(tags[pid], used), tuple(map(str.__eq__, tags[pid], tags[active]))
 
 
 def tag_diversity(
