@@ -1,11 +1,37 @@
-"""lakehouse: Kafka Streams' state semantics (KIP-889, KIP-655, KIP-441/708) on Delta Lake."""
+"""lakehouse: Kafka Streams' state semantics (KIP-889, KIP-655, KIP-441/708) on Delta Lake.
+
+The public API is what ``__all__`` lists: the state stores, the as-of join, the assignor, their results,
+the session and configuration entry points, and the errors. Everything else is internal.
+"""
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from lakehouse.asof import (
+    AsOfJoinResult,
+    AsOfJoinStats,
+    ColumnClashError,
+    GraceRunResult,
+    asof_join,
+    asof_join_with_grace,
+    asof_join_with_stats,
+)
+from lakehouse.assignment import (
+    AssignmentConfig,
+    AssignmentInputError,
+    AssignmentResult,
+    AssignmentStore,
+    ClientState,
+    InvalidAssignmentError,
+    NoSubscriptionsError,
+    Subscription,
+    assign,
+    validate_assignment,
+)
+from lakehouse.assignment.job import run_assignment
 from lakehouse.config import Settings, load_settings
-from lakehouse.demo import DemoSize, run_demo
+from lakehouse.dedup import Deduplicator, DedupStats, PurgeResult
 from lakehouse.errors import (
     InvalidConfigError,
     InvalidInputError,
@@ -13,9 +39,19 @@ from lakehouse.errors import (
     LakehouseError,
     LakehouseInternalError,
     SchemaMismatchError,
+    SparkSetupError,
     StoreSettingsConflictError,
 )
 from lakehouse.session import get_spark
+from lakehouse.versioned import (
+    ExpireResult,
+    PutAllResult,
+    PutResult,
+    PutStatus,
+    VersionedRecord,
+    VersionedStore,
+    default_segment_interval,
+)
 
 __all__ = [
     "AsOfJoinResult",
@@ -28,7 +64,6 @@ __all__ = [
     "ColumnClashError",
     "DedupStats",
     "Deduplicator",
-    "DemoSize",
     "ExpireResult",
     "GraceRunResult",
     "InvalidAssignmentError",
@@ -44,6 +79,7 @@ __all__ = [
     "PutStatus",
     "SchemaMismatchError",
     "Settings",
+    "SparkSetupError",
     "StoreSettingsConflictError",
     "Subscription",
     "VersionedRecord",
@@ -57,6 +93,5 @@ __all__ = [
     "get_spark",
     "load_settings",
     "run_assignment",
-    "run_demo",
     "validate_assignment",
 ]

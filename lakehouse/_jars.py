@@ -21,6 +21,12 @@ import pyspark
 from lakehouse.errors import JarResolutionError
 
 _RESOLVE_TIMEOUT_S = 900
+_SPARK_MINOR = ".".join(pyspark.__version__.split(".")[:2])
+# The Maven coordinate of Delta's jar for this pyspark and delta-spark (what configure_spark_with_delta_pip
+# resolves, and what a spark-submit command needs in --packages).
+DELTA_COORDINATE = (
+    f"io.delta:delta-spark_{_SPARK_MINOR}_2.13:{importlib.metadata.version('delta-spark')}"
+)
 _UNRESOLVED = re.compile(r"unresolved dependency: ([^\s:]+[^\s]*?): (not found|.*)")
 
 

@@ -76,15 +76,17 @@ def load_settings(
         environ: Environment to read ``LAKEHOUSE_*`` from (default ``os.environ``).
 
     Raises:
-        InvalidConfigError: unknown profile, key or environment variable, or a value of the wrong type.
+        InvalidConfigError: a missing or malformed file, an unknown profile, key or environment variable,
+            or a value of the wrong type.
     """
     env = os.environ if environ is None else environ
     profile = profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
     config_path = Path(path or env.get(ENV_CONFIG) or default_config_path())
-    with config_path.open("rb") as fh:
-        document = tomllib.load(fh)
+    document = _read_toml(config_path)
     if profile not in document:
         raise InvalidConfigError("profile", f"{profile!r} is not in {config_path} (has {sorted(document)})")
+    if not isinstance(document[profile], dict):
+        raise InvalidConfigError("profile", f"{profile!r} in {config_path} must be a TOML table")
     values: dict[str, Any] = {}
     for key, raw in document[profile].items():
         values[key] = _typed(key, raw, from_text=False)
@@ -93,6 +95,19 @@ def load_settings(
     for key, raw in (overrides or {}).items():
         values[key] = _typed(key, raw, from_text=True)
     return Settings(**values)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document at ``path``; a missing, unreadable or malformed file is one config error."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InvalidConfigError("config", f"file {str(path)!r} does not exist") from None
+    except OSError as error:
+        raise InvalidConfigError("config", f"cannot read {str(path)!r}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidConfigError("config", f"{str(path)!r} is not valid TOML: {error}") from None
 
 
 def _env_values(env: Mapping[str, str]) -> dict[str, str]:

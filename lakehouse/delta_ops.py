@@ -9,6 +9,8 @@ as it was before batch B" are answered from the table's own history.
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -318,3 +320,45 @@ def latest_version(table: DeltaTable) -> int:
     if row is None:
         raise LakehouseInternalError("a Delta table without a commit")
     return int(row["version"])
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def register_table(spark: SparkSession, name: str, path: str, *, temporary: bool) -> None:
+    """Make the Delta table at ``path`` queryable by SQL as ``name``.
+
+    ``temporary``: a temporary view of the table as it is at each query (this session only). Otherwise an
+    external catalog table over ``path`` (metadata only; SQL can also time-travel it and ``DESCRIBE HISTORY``
+    it). A catalog name already registered for another location is re-pointed if it is an external table.
+
+    Raises:
+        InvalidInputError: ``name`` is not an SQL identifier.
+        StoreSettingsConflictError: a managed table already has the name.
+    """
+    if not _IDENTIFIER.fullmatch(name):
+        raise InvalidInputError(f"name must be an SQL identifier, got {name!r}")
+    if temporary:
+        spark.read.format("delta").load(path).createOrReplaceTempView(name)
+        return
+    if spark.catalog.tableExists(name):
+        detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
+        location = "" if detail is None else str(detail["location"])
+        if _same_location(location, path):
+            return
+        if spark.catalog.getTable(name).tableType != "EXTERNAL":
+            raise StoreSettingsConflictError(name, "location", location, path)
+        # An external table: dropping it removes the catalog entry only, never its files.
+        spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"CREATE TABLE {name} USING DELTA LOCATION '{path}'")
+
+
+def _same_location(location: str, path: str) -> bool:
+    def normalized(text: str) -> str:
+        if text.startswith("file:"):
+            text = "/" + text[len("file:") :].lstrip("/")
+        elif "://" not in text:
+            text = os.path.abspath(text)
+        return text.rstrip("/")
+
+    return normalized(location) == normalized(path)

@@ -20,7 +20,7 @@ from lakehouse.schemas import load_schema
 
 
 def versions(spark: SparkSession | None = None) -> dict[str, str]:
-    """Versions of lakehouse, Python, PySpark, delta-spark and (given a session) the JVM's Java and Spark."""
+    """Versions of lakehouse, Python, PySpark and delta-spark; given a session, its Java, Spark and conf."""
     found = {
         "lakehouse": __version__,
         "python": platform.python_version(),
@@ -33,6 +33,8 @@ def versions(spark: SparkSession | None = None) -> dict[str, str]:
         ).first()
         found["java"] = row["java"] if row is not None else "unknown"
         found["spark (JVM)"] = spark.version
+        found["master"] = spark.sparkContext.master
+        found["shuffle partitions"] = spark.conf.get("spark.sql.shuffle.partitions") or "unset"
     return found
 
 
@@ -84,7 +86,7 @@ def _expect(what: str, actual: object, expected: object) -> None:
 def run_doctor(spark: SparkSession, echo: Callable[[str], None] = print) -> None:
     """Print versions, run the Delta probe in a temporary folder, and print OK."""
     for name, version in versions(spark).items():
-        echo(f"{name:>12}: {version}")
+        echo(f"{name:>18}: {version}")
     with tempfile.TemporaryDirectory(prefix="lakehouse-doctor-") as tmp:
         for line in probe_delta(spark, Path(tmp)):
             echo(f"  ok  {line}")

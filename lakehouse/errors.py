@@ -60,3 +60,7 @@ class JarResolutionError(LakehouseError, RuntimeError):
 
 class LakehouseInternalError(LakehouseError, AssertionError):
     """An internal invariant is broken: a bug in lakehouse, never the caller's fault."""
+
+
+class SparkSetupError(LakehouseError, RuntimeError):
+    """The Spark session lacks what lakehouse needs (Delta's jars or SQL extension) and cannot add it."""

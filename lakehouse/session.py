@@ -1,36 +1,50 @@
-"""The SparkSession: the active one (spark-submit, notebooks) or an embedded Delta-enabled one."""
+"""The SparkSession: the active one, the one spark-submit prepared, or an embedded Delta-enabled one."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from lakehouse._jars import resolve_jars
+from lakehouse._jars import DELTA_COORDINATE, resolve_jars
 from lakehouse._resources import resource_dir
 from lakehouse.config import Settings, load_settings
+from lakehouse.errors import SparkSetupError
+from lakehouse.paths import resolve_path
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+_EXTENSIONS = "spark.sql.extensions"
+_CATALOG = "spark.sql.catalog.spark_catalog"
+# pyspark's own signal that a JVM (spark-submit's, or a notebook's) is already running this process.
+_GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
 
 
 def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None = None) -> SparkSession:
-    """Return the active SparkSession, or build the embedded one.
+    """Return the active SparkSession, the submitted one, or build the embedded one.
 
-    Under ``spark-submit`` (or wherever a session is already active) that session is returned unchanged,
-    with the Delta jars and confs the platform gave it. Otherwise an embedded session is built from
-    ``settings`` (default: :func:`lakehouse.config.load_settings`): Delta's SQL extension and catalog, the
-    Delta jars resolved once from Maven Central into ``settings.ivy_cache``, the warehouse folder, and
-    quiet logging. ``conf`` entries are extra Spark confs for the embedded session; they win over settings.
+    - A session is already active (a notebook, a test, an earlier call): it is returned unchanged.
+    - Under ``spark-submit`` (a JVM was started before Python, so its conf already holds ``spark.master``
+      and every ``--conf``): the session is built from that conf, which wins; lakehouse only adds what
+      is missing (Delta's SQL extension and catalog, the warehouse, the shuffle partitions, the profile's
+      ``[spark]`` confs and ``conf``). Delta's jars must come from the submit command.
+    - Otherwise an embedded session is built from ``settings`` (default: :func:`load_settings`): the
+      profile's master, Delta's extension and catalog, the Delta jars resolved once from Maven Central
+      into ``settings.ivy_cache``, the warehouse folder and quiet logging. ``conf`` entries win there.
 
     Raises:
-        JarResolutionError: the Delta jars could not be resolved (one line, with what to do).
+        JarResolutionError: the Delta jars could not be resolved (embedded session; one line).
+        SparkSetupError: the submitted JVM lacks Delta's classes (one line naming what to add).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     settings = settings or load_settings()
+    if _jvm_started():
+        return _submitted_session(settings, conf)
     jars = resolve_jars(Path(settings.ivy_cache).expanduser(), settings.extra_packages)
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in embedded_conf(settings, jars, conf).items():
@@ -47,19 +61,67 @@ def embedded_conf(
     log4j = resource_dir("conf") / "log4j2.properties"
     return {
         "spark.jars": ",".join(jars),
-        "spark.sql.extensions": DELTA_EXTENSION,
-        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
-        "spark.sql.warehouse.dir": warehouse_uri(settings),
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.driver.memory": settings.driver_memory,
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
-        **settings.spark,
+        **_lakehouse_conf(settings),
         **(conf or {}),
     }
 
 
 def warehouse_uri(settings: Settings) -> str:
     """The warehouse as an absolute path or URI (``s3a://...`` and other URIs are kept as they are)."""
-    if "://" in settings.warehouse:
-        return settings.warehouse
-    return str(Path(settings.warehouse).expanduser().resolve())
+    return resolve_path(settings.warehouse)
+
+
+def _lakehouse_conf(settings: Settings) -> dict[str, str]:
+    """The confs lakehouse needs in any session (embedded or submitted), later entries winning."""
+    return {
+        _EXTENSIONS: DELTA_EXTENSION,
+        _CATALOG: DELTA_CATALOG,
+        "spark.sql.warehouse.dir": warehouse_uri(settings),
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        **settings.spark,
+    }
+
+
+def _jvm_started() -> bool:
+    """Whether a JVM already runs for this Python process (spark-submit, or a SparkContext made by hand)."""
+    return _GATEWAY_ENV in os.environ or SparkContext._active_spark_context is not None
+
+
+def _submitted_session(settings: Settings, conf: Mapping[str, str] | None) -> SparkSession:
+    """The session of a JVM that spark-submit started: its conf wins, lakehouse adds what is missing."""
+    SparkContext._ensure_initialized()
+    submitted = SparkConf()  # loads the submitted JVM's spark.* properties
+    _require_delta_classes()
+    builder = SparkSession.builder
+    for key, value in {**_lakehouse_conf(settings), **(conf or {})}.items():
+        if key == _EXTENSIONS:
+            value = _with_delta_extension(submitted.get(key))
+        elif submitted.contains(key):
+            continue
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(settings.log_level)
+    return spark
+
+
+def _with_delta_extension(extensions: str | None) -> str:
+    """``spark.sql.extensions`` with Delta's extension appended when it is not listed yet."""
+    listed = [name.strip() for name in (extensions or "").split(",") if name.strip()]
+    return ",".join(listed if DELTA_EXTENSION in listed else [*listed, DELTA_EXTENSION])
+
+
+def _require_delta_classes() -> None:
+    """Fail in one line when the submitted JVM cannot load Delta (no ``--packages`` on the submit)."""
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        jvm.java.lang.Class.forName(DELTA_EXTENSION, False, loader)
+    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
+        raise SparkSetupError(
+            "Delta Lake is not on the submitted session's classpath: add "
+            f"--packages {DELTA_COORDINATE} --conf {_EXTENSIONS}={DELTA_EXTENSION} "
+            f"--conf {_CATALOG}={DELTA_CATALOG} to spark-submit"
+        ) from None

@@ -27,6 +27,7 @@ from lakehouse import delta_ops
 from lakehouse.asof._source import source_of
 from lakehouse.asof.join import JoinOptions, join_source
 from lakehouse.errors import InvalidInputError
+from lakehouse.paths import resolve_path
 from lakehouse.versioned.segments import from_micros, micros
 from lakehouse.versioned.store import VersionedStore
 
@@ -72,6 +73,7 @@ def asof_join_with_grace(
         InvalidInputError: a negative grace, a grace above the history retention, a bad batch id.
     """
     _check_grace(store, grace)
+    pending_path, sink_path = resolve_path(pending_path), resolve_path(sink_path)
     options = JoinOptions(timestamp, how, prefix, suffix)
     spark = stream_df.sparkSession
     pending_exists = DeltaTable.isDeltaTable(spark, pending_path)

@@ -24,8 +24,6 @@ One writer (the scheduled assignment job) at a time; readers may run concurrentl
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,7 +48,8 @@ from lakehouse.assignment.state import (
     sorted_tasks,
 )
 from lakehouse.assignment.validate import validate_assignment
-from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
+from lakehouse.errors import InvalidInputError
+from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema
 
 APP_ID = "lakehouse.assignment_store"
@@ -58,7 +57,6 @@ KIND = "assignment_store"
 SUBSCRIPTIONS_SCHEMA = "assignment_subscriptions"
 ASSIGNMENT_SCHEMA = "assignment"
 GENERATION = "generation"
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -376,43 +374,19 @@ class AssignmentStore:
             InvalidInputError: ``prefix`` is not an SQL identifier.
             StoreSettingsConflictError: a managed table already has one of the names.
         """
-        if not _IDENTIFIER.fullmatch(prefix):
-            raise InvalidInputError(f"prefix must be an SQL identifier, got {prefix!r}")
         names = (f"{prefix}_subscriptions", f"{prefix}_assignment")
         for name, path in zip(names, (self.subscriptions_path, self.assignment_path), strict=True):
-            _register_table(self.spark, name, path)
+            delta_ops.register_table(self.spark, name, path, temporary=False)
         return names
-
-
-def _register_table(spark: SparkSession, name: str, path: str) -> None:
-    if spark.catalog.tableExists(name):
-        detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
-        location = "" if detail is None else str(detail["location"])
-        if _same_location(location, path):
-            return
-        if spark.catalog.getTable(name).tableType != "EXTERNAL":
-            raise StoreSettingsConflictError(name, "location", location, path)
-        # An external table: dropping it removes the catalog entry only, never its files.
-        spark.sql(f"DROP TABLE {name}")
-    spark.sql(f"CREATE TABLE {name} USING DELTA LOCATION '{path}'")
-
-
-def _same_location(location: str, path: str) -> bool:
-    def normalized(text: str) -> str:
-        if text.startswith("file:"):
-            text = text[len("file:") :].lstrip("/")
-            text = "/" + text
-        elif "://" not in text:
-            text = os.path.abspath(text)
-        return text.rstrip("/")
-
-    return normalized(location) == normalized(path)
 
 
 def _paths(root: str | None, subscriptions: str | None, assignment: str | None) -> tuple[str, str]:
     if root is None and (subscriptions is None or assignment is None):
         raise InvalidInputError("give either root or both subscriptions_path and assignment_path")
-    return (subscriptions or f"{root}/subscriptions", assignment or f"{root}/assignment")
+    return (
+        resolve_path(subscriptions or f"{root}/subscriptions"),
+        resolve_path(assignment or f"{root}/assignment"),
+    )
 
 
 def _subscription_row(

@@ -65,6 +65,7 @@ from lakehouse.dedup.settings import (
 )
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
 from lakehouse.ordering import OFFSET_COL, PARTITION_COL
+from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, require_columns
 
 APP_ID = "lakehouse.dedup"
@@ -127,6 +128,8 @@ class Deduplicator:
         """
         if not isinstance(interval, timedelta):
             raise InvalidInputError(f"interval must be a timedelta, got {type(interval).__name__}")
+        path = resolve_path(path)
+        quarantine_path = None if quarantine_path is None else resolve_path(quarantine_path)
         settings = DedupSettings(
             by=(by,) if isinstance(by, str) else tuple(by),
             interval=interval,
@@ -153,6 +156,7 @@ class Deduplicator:
     @classmethod
     def open(cls, spark: SparkSession, path: str) -> Deduplicator:
         """Open an existing index; its settings are read back from the table's properties."""
+        path = resolve_path(path)
         settings = DedupSettings.from_properties(path, delta_ops.table_properties(spark, path))
         return cls(spark, path, settings)
 
@@ -161,6 +165,17 @@ class Deduplicator:
     def stats(self) -> DedupStats | None:
         """What the last ``apply``/``run`` of this object did (None before the first)."""
         return self._stats
+
+    def register(self, name: str, temporary: bool = True) -> None:
+        """Make the index queryable by SQL as ``name`` and the quarantine (if any) as ``<name>_quarantine``.
+
+        See :func:`lakehouse.delta_ops.register_table` for temporary views versus catalog tables.
+        """
+        delta_ops.register_table(self.spark, name, self.path, temporary=temporary)
+        if self.settings.quarantine_path is not None:
+            delta_ops.register_table(
+                self.spark, f"{name}_quarantine", self.settings.quarantine_path, temporary=temporary
+            )
 
     def index(self) -> DataFrame:
         """The index table as it is now (expired, not yet purged rows included)."""
@@ -198,6 +213,7 @@ class Deduplicator:
         between any two is repaired by running the same batch again.
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
+        sink = resolve_path(sink)
         sink_app = self._sink_app_id()
         resolved, stats = self._apply(df, batch_id)
         options = delta_ops.writer_options(sink_app, batch_id, index=self.path)

@@ -33,6 +33,7 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError, LakehouseInternalError
 from lakehouse.ordering import require_order_columns
+from lakehouse.paths import resolve_path
 from lakehouse.schemas import require_columns
 from lakehouse.versioned import _plan
 from lakehouse.versioned._plan import TOMBSTONE, VALID_FROM, VALID_TO
@@ -95,6 +96,7 @@ class VersionedStore:
             InvalidInputError: a negative retention, a segment interval under 1 ms, a bad key or schema.
             StoreSettingsConflictError: a table exists at ``path`` with other settings.
         """
+        path = resolve_path(path)
         keys = (key,) if isinstance(key, str) else tuple(key)
         settings = StoreSettings(
             keys=keys,
@@ -116,6 +118,7 @@ class VersionedStore:
     @classmethod
     def open(cls, spark: SparkSession, path: str) -> VersionedStore:
         """Open an existing store; its settings are read back from the table's properties."""
+        path = resolve_path(path)
         settings = StoreSettings.from_properties(path, delta_ops.table_properties(spark, path))
         return cls(spark, path, settings, spark.read.format("delta").load(path).schema)
 
@@ -355,11 +358,8 @@ class VersionedStore:
         return rows.orderBy(*self.settings.keys, VALID_FROM)
 
     def register(self, name: str, temporary: bool = True) -> None:
-        """Make the store queryable by SQL as ``name``: a temporary view, or a catalog table."""
-        if temporary:
-            self.table().createOrReplaceTempView(name)
-        else:
-            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION '{self.path}'")
+        """Make the store queryable by SQL as ``name`` (see :func:`lakehouse.delta_ops.register_table`)."""
+        delta_ops.register_table(self.spark, name, self.path, temporary=temporary)
 
     # ------------------------------------------------------------------ retention
     def expire(self) -> ExpireResult:
