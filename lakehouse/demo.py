@@ -18,6 +18,7 @@ from lakehouse.asof.demo import demo_step as asof_demo_step
 from lakehouse.assignment.job import demo_step as assignment_demo_step
 from lakehouse.dedup.demo import demo_step as dedup_demo_step
 from lakehouse.schemas import load_schema
+from lakehouse.summary import StepReport, summary_lines
 from lakehouse.versioned.demo import demo_step as versioned_demo_step
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -119,10 +120,25 @@ def run_demo(
     transactions(spark, size).write.format("delta").mode("overwrite").save(txn_path)
     n_txn = spark.read.format("delta").load(txn_path).count()
     echo(f"[inputs] {n_txn} transaction records (with at-least-once re-sends) -> {txn_path}")
-    rates_store, lines = versioned_demo_step(spark, root, rates_path, T0)
-    lines += dedup_demo_step(spark, root)
+    rates_store, lines, versioned = versioned_demo_step(spark, root, rates_path, T0)
+    dedup_lines, dedup = dedup_demo_step(spark, root)
     deduplicated = spark.read.format("delta").load(f"{root}/txn_deduped")
-    lines += asof_demo_step(spark, root, rates_store, deduplicated)
-    lines += assignment_demo_step(spark, f"{root}/assignment")
-    for line in lines:
+    asof_lines, asof = asof_demo_step(spark, root, rates_store, deduplicated)
+    assignment_lines, assignment = assignment_demo_step(spark, f"{root}/assignment")
+    for line in [*lines, *dedup_lines, *asof_lines, *assignment_lines]:
         echo(line)
+    for line in summary_lines([versioned, dedup, asof, assignment], _queries(versioned, asof, assignment)):
+        echo(line)
+
+
+def _queries(versioned: StepReport, asof: StepReport, assignment: StepReport) -> list[str]:
+    """SQL statements worth trying on the demo's tables (Delta path identifiers: no registration needed)."""
+    rates, priced = versioned.tables["rates store"], asof.tables["priced transactions"]
+    return [
+        f"SELECT currency, rate, valid_from, valid_to FROM delta.`{rates}` WHERE currency = 'EUR' "
+        "ORDER BY valid_from;",
+        f"SELECT txn_id, timestamp, currency, amount, rate_rate, amount_usd FROM delta.`{priced}` "
+        "ORDER BY timestamp LIMIT 5;",
+        f"SELECT generation, role, count(*) FROM delta.`{assignment.tables['assignment']}` "
+        "GROUP BY 1, 2 ORDER BY 1, 2;",
+    ]

@@ -37,6 +37,7 @@ def test_demo_writes_its_inputs_and_a_rerun_in_one_session_replays(
     assert any(line.startswith("[asof]") for line in lines)
     priced = spark.read.format("delta").load(str(tmp_path / "txn_priced"))
     assert priced.select("txn_id").distinct().count() == priced.count() == 50
+    _check_summary(spark, lines, n_records=txns.count(), n_txns=50)
     sink_rows = _rows(spark, tmp_path / "txn_deduped")
     priced_rows = _rows(spark, tmp_path / "txn_priced")
 
@@ -58,3 +59,24 @@ def _step(lines: list[str], prefix: str) -> list[str]:
 def _rows(spark: SparkSession, path: Path) -> list[tuple[object, ...]]:
     """A small demo table's rows, sorted (the demo's tables hold at most a few hundred rows)."""
     return sorted(tuple(row) for row in spark.read.format("delta").load(str(path)).collect())
+
+
+def _check_summary(spark: SparkSession, lines: list[str], n_records: int, n_txns: int) -> None:
+    """The demo ends with a summary: per-step counts that match the tables, locations, runnable SQL."""
+    summary = lines[lines.index("Summary") :]
+    dedup = next(line.split() for line in summary if line.strip().startswith("dedup "))
+    assert dedup[1:3] == [str(n_records), str(n_txns)]
+    assert f"{n_records - n_txns} duplicates dropped" in " ".join(dedup)
+    asof = next(line for line in summary if line.strip().startswith("asof "))
+    assert "lookups outside retention" in asof
+    assert any(line.strip().startswith("versioned ") for line in summary)
+    assert any(line.strip().startswith("assignment ") for line in summary)
+    try_at = next(i for i, line in enumerate(summary) if line.startswith("Try"))
+    tables = summary[summary.index("Tables") + 1 : try_at]
+    assert len(tables) >= 6
+    for line in tables:
+        assert Path(line.split(": ", 1)[1]).is_dir(), line
+    queries = [line.strip() for line in summary[try_at + 1 :]]
+    assert len(queries) >= 2
+    for query in queries:
+        assert spark.sql(query.rstrip(";")).count() > 0, query

@@ -6,12 +6,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.asof.join import asof_join_with_stats
+from lakehouse.summary import StepReport
 from lakehouse.versioned.store import VersionedStore
 
 
-def demo_step(spark: SparkSession, root: str, store: VersionedStore, transactions_df: DataFrame) -> list[str]:
+def demo_step(
+    spark: SparkSession, root: str, store: VersionedStore, transactions_df: DataFrame
+) -> tuple[list[str], StepReport]:
     """Join ``transactions_df`` (``currency``, ``amount``, ``timestamp``) with the rate store as of each
-    transaction's time; write ``<root>/txn_priced`` (overwritten on every run) and return lines to print.
+    transaction's time; write ``<root>/txn_priced`` (overwritten on every run); return the lines to print
+    and the step's report.
 
     A transaction before its currency's first rate, or while the rate is deleted, keeps NULL rate columns.
     """
@@ -53,4 +57,15 @@ def demo_step(spark: SparkSession, root: str, store: VersionedStore, transaction
             f"{sample['currency']} x {sample['rate_rate']} (rate valid from "
             f"{sample['rate_valid_from']:%H:%M:%S}) = {sample['amount_usd']}"
         )
-    return lines
+    report = StepReport(
+        "asof",
+        counts["n"],
+        counts["n"],
+        {
+            "priced": counts["priced"],
+            "without a rate": counts["n"] - counts["priced"],
+            "lookups outside retention": stats.expired_lookups,
+        },
+        {"priced transactions": path},
+    )
+    return lines, report

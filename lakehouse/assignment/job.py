@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.assignment.assignor import assign
 from lakehouse.assignment.state import (
@@ -23,6 +24,7 @@ from lakehouse.assignment.state import (
     task_sort_key,
 )
 from lakehouse.assignment.store import AssignmentStore, Subscription
+from lakehouse.summary import StepReport
 
 #: How many moves and warm-ups the summary lists one by one.
 SHOWN = 10
@@ -40,11 +42,26 @@ class GenerationOutcome:
         subscription: The subscriptions assigned.
         result: The (validated) assignment.
         written: False when the generation had been assigned already (a replay wrote nothing).
+        previous: Who held what in the generation assigned before this one (empty for the first).
     """
 
     subscription: Subscription
     result: AssignmentResult
     written: bool
+    previous: Mapping[str, ClientAssignment] = field(default_factory=dict)
+
+    @property
+    def departed(self) -> dict[tuple[str, Role], str]:
+        """(task, role) -> the client that held it in the previous generation and is no longer subscribed.
+
+        A warm-up held by a departed client counts as its standby.
+        """
+        gone = {pid: held for pid, held in self.previous.items() if pid not in self.subscription.clients}
+        return {
+            (task, Role.STANDBY if role is Role.WARMUP else role): pid
+            for pid, held in sorted(gone.items())
+            for task, role in held.roles().items()
+        }
 
     @property
     def warmups(self) -> list[tuple[str, str]]:
@@ -71,8 +88,21 @@ def assign_generation(
     result = assign(
         subscription.clients, subscription.stateful_tasks, subscription.stateless_tasks, store.config
     )
+    before = _generation_before(store, subscription.generation)
+    previous = {} if before is None else store.held(before)
     written = store.write_assignment(subscription, result, at)
-    return GenerationOutcome(subscription, result, written)
+    return GenerationOutcome(subscription, result, written, previous)
+
+
+def _generation_before(store: AssignmentStore, generation: int) -> int | None:
+    """The latest generation assigned before ``generation`` (one small aggregate), or None."""
+    row = (
+        store.assignment_table()
+        .where(F.col("generation") < generation)
+        .agg(F.max("generation").alias("g"))
+        .first()
+    )
+    return None if row is None else row["g"]
 
 
 def summary_lines(outcome: GenerationOutcome) -> list[str]:
@@ -86,8 +116,11 @@ def summary_lines(outcome: GenerationOutcome) -> list[str]:
         + ("" if outcome.written else " (assigned already: nothing written)"),
         f"  moves: {len(moves)} ({active_moves} active, {len(moves) - active_moves} standby)",
     ]
+    departed = outcome.departed
     for move in moves[:SHOWN]:
-        lines.append(f"    {move.task} {move.role.value}: {move.source or '-'} -> {move.destination}")
+        gone = departed.get((move.task, move.role))
+        source = move.source or (f"{gone} (left)" if gone else "-")
+        lines.append(f"    {move.task} {move.role.value}: {source} -> {move.destination}")
     if len(moves) > SHOWN:
         lines.append(f"    ... and {len(moves) - SHOWN} more")
     warmups = outcome.warmups
@@ -156,9 +189,12 @@ def demo_clients() -> dict[str, ClientState]:
     return {f"c{n}": ClientState(f"c{n}", tags={"zone": f"z{n % DEMO_ZONES}"}) for n in range(DEMO_CLIENTS)}
 
 
-def demo_step(spark: SparkSession, root: str, at: datetime | None = None) -> list[str]:
+def demo_step(
+    spark: SparkSession, root: str, at: datetime | None = None
+) -> tuple[list[str], StepReport]:
     """Generation 1 on a fresh 6-client, 3-zone cluster (12 tasks, 1 standby); generation 2 after ``c5``
-    leaves. Returns lines saying what each generation did and what moved (written under ``root``)."""
+    leaves. Returns lines saying what each generation did and what moved (written under ``root``), and
+    the step's report."""
     store = AssignmentStore.create(spark, root, DEMO_CONFIG)
     tasks = [f"0_{partition}" for partition in range(DEMO_TASKS)]
     second_at = None if at is None else at + DEMO_CONFIG.probing_rebalance_interval
@@ -171,7 +207,15 @@ def demo_step(spark: SparkSession, root: str, at: datetime | None = None) -> lis
     lines.append("[assignment] c5 leaves")
     lines += [f"[assignment] {line}" for line in summary_lines(second)]
     lines.append(f"[assignment] tables: {store.subscriptions_path}, {store.assignment_path}")
-    return lines
+    placed = sum(len(held.roles()) for held in second.result.clients.values())
+    report = StepReport(
+        "assignment",
+        len(tasks),
+        placed,
+        {"moves after c5 left": len(second.result.moves), "warm-ups": len(second.warmups)},
+        {"subscriptions": store.subscriptions_path, "assignment": store.assignment_path},
+    )
+    return lines, report
 
 
 # ---------------------------------------------------------------------- command line

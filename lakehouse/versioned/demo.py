@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse.summary import StepReport
 from lakehouse.versioned.store import VersionedStore
 
 HISTORY_RETENTION = timedelta(hours=1)  # longer than the 40 minutes of generated data
@@ -15,10 +16,11 @@ DEMO_BATCH_ID = 0
 
 def demo_step(
     spark: SparkSession, root: str, rates_path: str, t0: datetime
-) -> tuple[VersionedStore, list[str]]:
+) -> tuple[VersionedStore, list[str], StepReport]:
     """Load the rate changelog at ``rates_path`` into a versioned store at ``<root>/rates_store``.
 
-    Returns the store and the lines to print. Re-running the demo replays batch 0: nothing is written.
+    Returns the store, the lines to print and the step's report. Re-running the demo replays batch 0:
+    nothing is written.
     """
     updates = spark.read.format("delta").load(rates_path)
     store = VersionedStore.create(
@@ -55,7 +57,14 @@ def demo_step(
         f"[versioned] expire: dropped segments below {expired.first_live_segment} "
         f"({expired.removed_files} files, {expired.removed_rows} versions) with a metadata-only delete"
     )
-    return store, lines
+    report = StepReport(
+        "versioned",
+        result.records,
+        result.rows_written,
+        {"late updates not put": result.dropped, "versions stored": versions["versions"]},
+        {"rates store": store.path},
+    )
+    return store, lines, report
 
 
 def _rate(record: object) -> str:

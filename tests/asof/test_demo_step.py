@@ -45,7 +45,7 @@ def test_demo_step_prices_each_transaction_at_the_rate_of_its_time(spark: SparkS
         F.col("amount").cast("decimal(18,2)").alias("amount"),
         F.timestamp_seconds("s").alias("timestamp"),
     )
-    lines = demo_step(spark, str(tmp_path), store, transactions)
+    lines, _ = demo_step(spark, str(tmp_path), store, transactions)
     assert lines[0].startswith("[asof] priced 2 of 4 transactions")
     priced = spark.read.format("delta").load(str(tmp_path / "txn_priced"))
     got = {r["txn_id"]: r["amount_usd"] for r in priced.collect()}

@@ -24,6 +24,7 @@ from lakehouse.assignment import (
     AssignmentResult,
     ClientAssignment,
     ClientState,
+    Role,
     assign,
 )
 from lakehouse.assignment.errors import InvalidAssignmentError, NoSubscriptionsError
@@ -41,7 +42,7 @@ PREFIX = "assign_test"
 @pytest.fixture(scope="module")
 def demo(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[AssignmentStore, list[str]]:
     root = str(tmp_path_factory.mktemp("assignment_demo"))
-    lines = demo_step(spark, root, at=T0)
+    lines, _ = demo_step(spark, root, at=T0)
     store = AssignmentStore.open(spark, root)
     store.register(PREFIX)
     return store, lines
@@ -224,8 +225,13 @@ def test_demo_step_says_what_moved(
     assert "generation 1: 6 clients, 12 stateful and 0 stateless tasks" in text
     assert "c5 leaves" in text
     assert f"moves: {len(results[2].moves)} (" in text
+    c5 = results[1].clients["c5"]
+    held_by_c5 = {(t, Role.ACTIVE) for t in c5.active} | {(t, Role.STANDBY) for t in c5.standby | c5.warmup}
     for move in results[2].moves:
-        assert f"{move.task} {move.role.value}: {move.source or '-'} -> {move.destination}" in text
+        source = move.source or ("c5 (left)" if (move.task, move.role) in held_by_c5 else "-")
+        assert f"{move.task} {move.role.value}: {source} -> {move.destination}" in text
+    # The departed client's active tasks moved away from it, and the summary says so.
+    assert any(f"{task} active: c5 (left) -> " in text for task in c5.active)
 
 
 def test_run_assignment_writes_the_latest_generation_once(spark: SparkSession, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ def test_demo_step_keeps_each_transaction_once(spark: SparkSession, tmp_path: Pa
     transactions(spark, DemoSize(rate_updates=10, transactions=30)).write.format("delta").save(
         f"{root}/transactions"
     )
-    lines = demo_step(spark, root)
+    lines, _ = demo_step(spark, root)
     assert len(lines) == 4 and all(line.startswith("[dedup]") for line in lines)
     sink = spark.read.format("delta").load(f"{root}/txn_deduped")
     assert sink.count() == sink.select("txn_id").distinct().count() == 30
