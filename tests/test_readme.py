@@ -1,7 +1,7 @@
 """The README is a test: its examples run as written, in order, and every command it names exists.
 
-- ``python`` blocks run top to bottom in one namespace, with a temporary folder as the working directory
-  (so ``warehouse/...`` paths land there) and the test session active (``get_spark()`` returns it).
+- ``python`` blocks run top to bottom in one namespace, in a fresh process whose working directory is a
+  temporary folder (so ``warehouse/...`` paths land there; ``get_spark()`` builds the embedded session).
 - ``sql`` blocks run statement by statement against the tables and views the blocks before them made.
 - ``bash`` blocks: each ``lakehouse ...`` command parses with the real CLI parser, each ``make`` target
   exists in the Makefile, each ``spark-submit`` names a job under ``jobs/`` (``tests/test_spark_submit.py``
@@ -16,11 +16,11 @@ import io
 import os
 import re
 import shlex
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 
 import lakehouse
 from lakehouse.cli import build_parser
@@ -50,16 +50,6 @@ def bash_commands() -> list[str]:
     return commands
 
 
-@contextlib.contextmanager
-def working_directory(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def test_every_public_name_imports() -> None:
     namespace: dict[str, object] = {}
     exec("from lakehouse import *", namespace)
@@ -70,21 +60,41 @@ def test_every_public_name_imports() -> None:
         assert [n for n in module.__all__ if not hasattr(module, n)] == [], package
 
 
-def test_python_and_sql_blocks_run_as_written(spark: SparkSession, tmp_path: Path) -> None:
-    python_blocks, sql_blocks = blocks("python"), blocks("sql")
-    assert python_blocks and sql_blocks
+def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
+    """Run in a fresh process whose working directory is a temporary folder, as a user's first copy-paste
+    would (Spark resolves relative paths against the JVM's working directory, so it must start there)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+        LAKEHOUSE_MASTER="local[2]",
+        LAKEHOUSE_SHUFFLE_PARTITIONS="2",
+        LAKEHOUSE_DRIVER_MEMORY="2g",
+        LAKEHOUSE_LOG_LEVEL="ERROR",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from tests.test_readme import run_blocks; run_blocks()"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    ran = done.stdout.strip().splitlines()[-1]
+    assert ran == f"README ran {len(blocks('python'))} python blocks, {len(blocks('sql'))} sql blocks", ran
+
+
+def run_blocks() -> None:
+    """Run the README's python and sql blocks in order, in this process (see the test above)."""
+    from lakehouse import get_spark
+
     namespace: dict[str, object] = {"__name__": "__readme__"}
-    ran_sql = 0
-    with working_directory(tmp_path), contextlib.redirect_stdout(io.StringIO()):
-        # Blocks run in README order: each sql block after the python blocks that precede it.
+    ran = {"python": 0, "sql": 0}
+    with contextlib.redirect_stdout(io.StringIO()):
         for language, body in _FENCE.findall(README.read_text()):
             if language == "python":
                 exec(compile(body, "README.md", "exec"), namespace)
             elif language == "sql":
                 for statement in _statements(body):
-                    spark.sql(statement).collect()
-                    ran_sql += 1
-    assert ran_sql >= len(sql_blocks)
+                    get_spark().sql(statement).collect()
+            ran[language] = ran.get(language, 0) + 1
+    print(f"README ran {ran['python']} python blocks, {ran['sql']} sql blocks")
 
 
 def _statements(sql: str) -> list[str]:
@@ -92,15 +102,26 @@ def _statements(sql: str) -> list[str]:
     return [s.strip() for s in without_comments.split(";") if s.strip()]
 
 
-def test_lakehouse_commands_parse_with_the_options_shown() -> None:
-    commands = [c for c in bash_commands() if c.startswith("lakehouse ")]
-    assert commands
+def test_lakehouse_commands_exist_with_the_options_shown() -> None:
+    """Commands in bash blocks parse as written; commands named in the text (`lakehouse assign --root PATH
+    [--standbys N]`) name a real subcommand and only options it has."""
     parser = build_parser()
-    for command in commands:
+    subcommands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in (c for c in bash_commands() if c.startswith("lakehouse ")):
         try:
             parser.parse_args(shlex.split(command)[1:])
         except SystemExit as exit_:
             pytest.fail(f"README command does not parse ({exit_.code}): {command}")
+    named = re.findall(r"`(lakehouse [^`]*)`", README.read_text())
+    assert named
+    for command in named:
+        words = re.findall(r"--?[\w-]+|[\w-]+", command)[1:]
+        subcommand = next((w for w in words if not w.startswith("-")), None)
+        if subcommand == "COMMAND":
+            continue
+        assert subcommand in subcommands, command
+        known = {o for a in [*parser._actions, *subcommands[subcommand]._actions] for o in a.option_strings}
+        assert {w for w in words if w.startswith("-")} <= known, command
 
 
 def test_every_other_command_exists() -> None:
