@@ -12,6 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ class Settings:
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 
 
-def default_config_path() -> Path:
+def default_config_path() -> Traversable:
     """``conf/lakehouse.toml`` of the working directory if there is one, else the packaged default."""
     local = Path("conf") / "lakehouse.toml"
     return local if local.is_file() else resource_dir("conf") / "lakehouse.toml"
@@ -81,7 +82,8 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     profile = profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
-    config_path = Path(path or env.get(ENV_CONFIG) or default_config_path())
+    chosen = path or env.get(ENV_CONFIG)
+    config_path = Path(chosen) if chosen else default_config_path()
     document = _read_toml(config_path)
     if profile not in document:
         raise InvalidConfigError("profile", f"{profile!r} is not in {config_path} (has {sorted(document)})")
@@ -97,7 +99,7 @@ def load_settings(
     return Settings(**values)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Traversable) -> dict[str, Any]:
     """The TOML document at ``path``; a missing, unreadable or malformed file is one config error."""
     try:
         with path.open("rb") as fh:

@@ -23,7 +23,9 @@ def load_schema(name: str) -> T.StructType:
 
 def schema_names() -> list[str]:
     """Names of all declared schemas."""
-    return sorted(p.stem for p in resource_dir("schemas").glob("*.json"))
+    return sorted(
+        p.name.removesuffix(".json") for p in resource_dir("schemas").iterdir() if p.name.endswith(".json")
+    )
 
 
 def require_columns(actual: T.StructType, required: T.StructType, what: str) -> None:

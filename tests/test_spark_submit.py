@@ -58,7 +58,9 @@ def test_readme_recipe_keeps_the_submitted_master_and_confs(tmp_path: Path) -> N
 def test_submit_without_delta_is_one_line_naming_what_to_add(tmp_path: Path) -> None:
     done = _submit(["spark-submit", "--master", "local[1]", "jobs/doctor.py"], tmp_path)
     assert done.returncode == 2
-    errors = [line for line in done.stderr.splitlines() if line.startswith("lakehouse: error:")]
-    assert len(errors) == 1, done.stderr[-3000:]
+    # spark-submit's PythonRunner merges the Python process's stderr into its stdout.
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if line.startswith("lakehouse: error:")]
+    assert len(errors) == 1, output[-3000:]
     assert "--packages io.delta:delta-spark_4.2_2.13:4.4.0" in errors[0]
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in output
