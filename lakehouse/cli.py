@@ -12,6 +12,7 @@ from lakehouse.config import Settings, load_settings
 from lakehouse.demo import DemoSize, run_demo
 from lakehouse.doctor import run_doctor, versions
 from lakehouse.errors import LakehouseError
+from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -45,6 +46,13 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_assign(args: argparse.Namespace, settings: Settings) -> int:
     for line in run_assignment(get_spark(dict(args.conf), settings), args.root, config_from_args(args)):
         print(line)
+    return 0
+
+
+def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
+    spark = get_spark(dict(args.conf), settings)
+    root = args.root or f"{warehouse_uri(settings)}/failover-drill"
+    generated_drill(spark, root, args.keys, args.batches)
     return 0
 
 
@@ -97,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_assign_arguments(assign)
     assign.set_defaults(run=_cmd_assign)
+
+    drill = commands.add_parser(
+        "failover-drill",
+        help="lose an active client; promote its standby replica; compare catch-up with a cold restore",
+    )
+    drill.add_argument("--root", help="folder of the drill's tables (default: <warehouse>/failover-drill)")
+    drill.add_argument("--keys", type=int, default=1000, help="keys of the generated versioned store")
+    drill.add_argument("--batches", type=int, default=6, help="batches put into the store (>= 3)")
+    drill.set_defaults(run=_cmd_failover_drill)
     return parser
 
 

@@ -21,11 +21,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.errors import InvalidInputError, LakehouseInternalError, StoreSettingsConflictError
+from lakehouse.errors import (
+    InvalidInputError,
+    LakehouseInternalError,
+    ReadOnlyReplicaError,
+    StoreSettingsConflictError,
+)
 
 METADATA_KEY = "lakehouse"
 # Properties lakehouse writes on its tables; Delta passes keys outside "delta." through unvalidated.
 PROPERTY_PREFIX = "lakehouse."
+#: Properties a lakehouse state table is created with: its commits' rows stay readable (Delta's Change
+#: Data Feed) for replicas (``lakehouse.replica``). Tables created before lack them and keep working.
+CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
+#: Marks a table as a read-only replica of the table at the property's value (``lakehouse.replica``).
+REPLICA_SOURCE_PROPERTY = f"{PROPERTY_PREFIX}replica.source_path"
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -49,10 +59,13 @@ def ensure_table(
     *,
     partition_by: tuple[str, ...] = (),
     properties: Mapping[str, str] | None = None,
+    created_with: Mapping[str, str] | None = None,
 ) -> DeltaTable:
     """Create the Delta table at ``path``, or check that the existing one has the same settings.
 
     ``properties`` are ``lakehouse.*`` settings stored on the table (plus any ``delta.*`` properties).
+    ``created_with`` are properties set when the table is created and not checked on an existing one
+    (features such as the Change Data Feed, which older tables may lack).
     Creating twice with the same settings is a no-op, so jobs may call this on every run.
 
     Raises:
@@ -65,7 +78,7 @@ def ensure_table(
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
-    for key, value in properties.items():
+    for key, value in {**(created_with or {}), **properties}.items():
         builder = builder.property(key, value)
     builder.execute()
     return DeltaTable.forPath(spark, path)
@@ -152,10 +165,19 @@ def batch_metadata(app_id: str, batch_id: int | None, **extra: Any) -> str:
 
 def writer_options(app_id: str, batch_id: int | None, **extra: Any) -> dict[str, str]:
     """DataFrameWriter options for an idempotent append (skipped if ``batch_id`` is already recorded)."""
-    options = {"userMetadata": batch_metadata(app_id, batch_id, **extra)}
-    if batch_id is not None:
-        options.update(txnAppId=app_id, txnVersion=str(batch_id))
+    return commit_options(batch_metadata(app_id, batch_id, **extra), _txn(app_id, batch_id))
+
+
+def commit_options(metadata: str, txn: tuple[str, int] | None) -> dict[str, str]:
+    """DataFrameWriter options of a commit carrying ``metadata`` and, if given, ``(txnAppId, txnVersion)``."""
+    options = {"userMetadata": metadata}
+    if txn is not None:
+        options.update(txnAppId=txn[0], txnVersion=str(txn[1]))
     return options
+
+
+def _txn(app_id: str, batch_id: int | None) -> tuple[str, int] | None:
+    return None if batch_id is None else (app_id, batch_id)
 
 
 @contextmanager
@@ -167,9 +189,19 @@ def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int | None, **ext
     confs are restored on exit, whatever happens; the block is serialized with other such blocks of this
     process because the confs are session-wide.
     """
-    confs = {_USER_METADATA: batch_metadata(app_id, batch_id, **extra)}
-    if batch_id is not None:
-        confs.update({_TXN_APP_ID: app_id, _TXN_VERSION: str(batch_id)})
+    with dml_commit(spark, batch_metadata(app_id, batch_id, **extra), _txn(app_id, batch_id)):
+        yield
+
+
+@contextmanager
+def dml_commit(spark: SparkSession, metadata: str, txn: tuple[str, int] | None) -> Iterator[None]:
+    """Run DML statements as commits carrying ``metadata`` and, if given, ``(txnAppId, txnVersion)``.
+
+    Serialized with the other such blocks of this process (the confs are session-wide).
+    """
+    confs = {_USER_METADATA: metadata}
+    if txn is not None:
+        confs.update({_TXN_APP_ID: txn[0], _TXN_VERSION: str(txn[1])})
     with _SESSION_TXN_LOCK, session_confs(spark, confs):
         yield
 
@@ -312,6 +344,13 @@ def drop_partitions_below(
         return {}
     row = table.history(1).select("operationMetrics").first()
     return dict(row["operationMetrics"]) if row is not None else {}
+
+
+def refuse_replica_writes(spark: SparkSession, path: str) -> None:
+    """Raise :class:`ReadOnlyReplicaError` if the table at ``path`` is a replica (only its sync writes it)."""
+    source = table_properties(spark, path).get(REPLICA_SOURCE_PROPERTY)
+    if source is not None:
+        raise ReadOnlyReplicaError(path, source)
 
 
 def latest_version(table: DeltaTable) -> int:

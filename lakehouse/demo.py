@@ -17,8 +17,10 @@ from pyspark.sql import functions as F
 from lakehouse.asof.demo import demo_step as asof_demo_step
 from lakehouse.assignment.job import demo_step as assignment_demo_step
 from lakehouse.dedup.demo import demo_step as dedup_demo_step
+from lakehouse.replica.demo import demo_step as replica_demo_step
 from lakehouse.schemas import load_schema
 from lakehouse.summary import StepReport, summary_lines
+from lakehouse.versioned.demo import HISTORY_RETENTION
 from lakehouse.versioned.demo import demo_step as versioned_demo_step
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -125,7 +127,8 @@ def run_demo(
     deduplicated = spark.read.format("delta").load(f"{root}/txn_deduped")
     asof_lines, asof = asof_demo_step(spark, root, rates_store, deduplicated)
     assignment_lines, assignment = assignment_demo_step(spark, f"{root}/assignment")
-    for line in [*lines, *dedup_lines, *asof_lines, *assignment_lines]:
+    replica_lines = replica_demo_step(spark, root, rates_path, HISTORY_RETENTION)
+    for line in [*lines, *dedup_lines, *asof_lines, *assignment_lines, *replica_lines]:
         echo(line)
     for line in summary_lines([versioned, dedup, asof, assignment], _queries(versioned, asof, assignment)):
         echo(line)

@@ -54,6 +54,17 @@ class StoreSettingsConflictError(LakehouseError, ValueError):
         )
 
 
+class ReadOnlyReplicaError(LakehouseError, ValueError):
+    """A write was attempted on a replica (``lakehouse.replica``); only its sync may write it."""
+
+    def __init__(self, path: str, source: str) -> None:
+        self.path = path
+        self.source = source
+        super().__init__(
+            f"the table at {path} is a read-only replica of {source}: write to the source, then sync"
+        )
+
+
 class JarResolutionError(LakehouseError, RuntimeError):
     """The Delta Lake jars could not be resolved from Maven Central."""
 

@@ -98,6 +98,7 @@ class Deduplicator:
         self._id_schema: T.StructType | None = None
         self._with_ids: set[str] = set()
         self._sink_app: str | None = None
+        self._writable = False
         #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
         self._after_commit: Callable[[str], None] = lambda step: None
 
@@ -141,7 +142,12 @@ class Deduplicator:
             settings.check_same(path, existing.settings)
             return existing
         delta_ops.ensure_table(
-            spark, path, system_schema(), partition_by=(BUCKET_COL,), properties=settings.properties()
+            spark,
+            path,
+            system_schema(),
+            partition_by=(BUCKET_COL,),
+            properties=settings.properties(),
+            created_with=delta_ops.CHANGE_FEED,
         )
         if quarantine_path is not None:
             delta_ops.ensure_table(
@@ -226,6 +232,7 @@ class Deduplicator:
 
         With one task per partition the bound follows the task with the smallest stream time.
         """
+        self._check_writable()
         _, _, stream_times = self._read_point(None)
         if not stream_times:
             return PurgeResult(None, 0, 0, None)
@@ -255,6 +262,7 @@ class Deduplicator:
         _check_summary(summary)
         stats = _stats(batch_id, not new, summary)
         if new:
+            self._check_writable()
             self._commit(resolved, batch_id, stream_times, summary, stats)
             self._after_commit("index")
         if self.settings.quarantine_path is not None:
@@ -438,6 +446,12 @@ class Deduplicator:
         if self._sink_app is None:
             self._sink_app = f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
         return self._sink_app
+
+    def _check_writable(self) -> None:
+        """Raise ``ReadOnlyReplicaError`` on a replica's index (checked once per object)."""
+        if not self._writable:
+            delta_ops.refuse_replica_writes(self.spark, self.path)
+            self._writable = True
 
     def _release(self) -> None:
         if self._cached is not None:

@@ -65,6 +65,7 @@ class VersionedStore:
         self.path = path
         self.settings = settings
         self.schema = schema
+        self._writable = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -112,7 +113,14 @@ class VersionedStore:
             "delta.deletedFileRetentionDuration": f"interval {micros(file_retention) // 1_000_000} seconds",
             "delta.enableDeletionVectors": str(deletion_vectors).lower(),
         }
-        delta_ops.ensure_table(spark, path, full_schema, partition_by=(SEGMENT_COL,), properties=properties)
+        delta_ops.ensure_table(
+            spark,
+            path,
+            full_schema,
+            partition_by=(SEGMENT_COL,),
+            properties=properties,
+            created_with=delta_ops.CHANGE_FEED,
+        )
         return cls(spark, path, settings, full_schema)
 
     @classmethod
@@ -149,6 +157,7 @@ class VersionedStore:
             it is now the key's latest version; ``HISTORY`` with its ``valid_to`` (the next version's
             ``valid_from``, possibly a tombstone's) if it went into history.
         """
+        self._check_writable()
         t_us = micros(t)
         stream_time_us = self._stream_time_us()
         if self._is_expired(t_us, stream_time_us):
@@ -198,6 +207,7 @@ class VersionedStore:
             SchemaMismatchError: missing columns or wrong types. InvalidInputError: null keys, timestamps
             or order columns, or a batch id below the last committed one. Nothing is written then.
         """
+        self._check_writable()
         self._check_frame(df, timestamp, sequence_by)
         recorded = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME, "batch_id")
         last_batch = recorded.get("batch_id")
@@ -368,6 +378,7 @@ class VersionedStore:
         A DELETE on the partition column alone: Delta removes whole files from its log without reading
         them (one commit, or none when nothing is expired). Reads inside retention are unchanged.
         """
+        self._check_writable()
         stream_time_us = self._stream_time_us()
         if stream_time_us is None:
             return ExpireResult(None, 0, 0)
@@ -380,12 +391,22 @@ class VersionedStore:
         )
 
     def vacuum(self) -> int:
-        """VACUUM the table with its own ``delta.deletedFileRetentionDuration``; returns files deleted."""
-        table = DeltaTable.forPath(self.spark, self.path)
-        table.vacuum()
-        row = table.history(1).select("operationMetrics").first()
-        metrics = row["operationMetrics"] if row is not None else {}
-        return int(metrics.get("numDeletedFiles", 0))
+        """VACUUM the table with its own ``delta.deletedFileRetentionDuration``; returns files deleted.
+
+        Files that a registered replica (``lakehouse.Replica``) within its ``max_lag`` still needs to catch
+        up are kept; see :func:`lakehouse.replica.vacuum_source`.
+        """
+        self._check_writable()
+        # Imported here: the replica package reads the stores' settings and app ids.
+        from lakehouse.replica.registry import vacuum_source
+
+        return vacuum_source(self.spark, self.path).files_deleted
+
+    def _check_writable(self) -> None:
+        """Raise ``ReadOnlyReplicaError`` on a replica's table (checked once per store object)."""
+        if not self._writable:
+            delta_ops.refuse_replica_writes(self.spark, self.path)
+            self._writable = True
 
     # ------------------------------------------------------------------ helpers
     def _key_dict(self, key: Any) -> dict[str, Any]:

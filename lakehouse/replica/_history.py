@@ -1,0 +1,124 @@
+"""A source's Delta history as the replica reads it: offsets, recorded state, partition drops, coverage.
+
+Only commit metadata reaches the driver (one row per commit), never table rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse import delta_ops
+
+#: The fields of a store's commit metadata that its readers need (stream time, last batch id).
+RECORDED_FIELDS = ("stream_time_us", "batch_id")
+#: A commit's files are written at most this long before the commit (VACUUM horizons are compared with
+#: the first needed commit's time minus this).
+WRITE_MARGIN = timedelta(hours=1)
+_DROP_OPERATION = "drop_partitions"
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the source's history."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    parameters: dict[str, str]
+    meta: dict[str, Any]
+
+    def vacuum_horizon(self) -> datetime | None:
+        """For a VACUUM START: files removed (or untracked and written) before this time may be gone."""
+        if self.operation != "VACUUM START":
+            return None
+        millis = self.parameters.get("specifiedRetentionMillis") or self.parameters.get(
+            "defaultRetentionMillis"
+        )
+        return None if millis is None else self.timestamp - timedelta(milliseconds=int(millis))
+
+
+def source_commits(spark: SparkSession, path: str, after: int = -1) -> list[Commit]:
+    """The commits of the table at ``path`` with version > ``after`` still in its log, oldest first."""
+    history = DeltaTable.forPath(spark, path).history()
+    rows = (
+        history.where(history["version"] > after)
+        .select("version", "timestamp", "operation", "operationParameters", "userMetadata")
+        .collect()
+    )
+    return sorted(
+        (
+            Commit(
+                int(r["version"]),
+                r["timestamp"],
+                r["operation"],
+                dict(r["operationParameters"] or {}),
+                _lakehouse_meta(r["userMetadata"]),
+            )
+            for r in rows
+        ),
+        key=lambda c: c.version,
+    )
+
+
+def _lakehouse_meta(text: str | None) -> dict[str, Any]:
+    try:
+        parsed = json.loads(text or "null")
+    except json.JSONDecodeError:
+        return {}
+    found = parsed.get(delta_ops.METADATA_KEY) if isinstance(parsed, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def recorded_at(commits: Iterable[Commit], app_id: str, version: int) -> dict[str, Any]:
+    """The newest value of each :data:`RECORDED_FIELDS` that ``app_id`` recorded at or below ``version``."""
+    found: dict[str, Any] = {}
+    for commit in sorted(commits, key=lambda c: -c.version):
+        if commit.version > version or commit.meta.get("app_id") != app_id:
+            continue
+        for field in RECORDED_FIELDS:
+            if field not in found and commit.meta.get(field) is not None:
+                found[field] = commit.meta[field]
+    return found
+
+
+def drop_bound(commit: Commit, app_id: str) -> str | None:
+    """The bound of a lakehouse partition drop (every partition ``< bound`` removed), else None."""
+    meta = commit.meta
+    if (
+        commit.operation == "DELETE"
+        and meta.get("app_id") == app_id
+        and meta.get("operation") == _DROP_OPERATION
+    ):
+        return str(meta["bound"])
+    return None
+
+
+def coverage_problem(commits: list[Commit], checkpoint: int, target: int) -> str | None:
+    """Why the source can no longer give the changes ``checkpoint + 1 .. target`` (None if it can).
+
+    ``commits`` are the source's commits after ``checkpoint`` still in its log. The log must still hold
+    ``checkpoint + 1`` (Delta cleans up old log entries), and no VACUUM after the checkpoint may have had
+    a horizon past the first needed commit (minus :data:`WRITE_MARGIN`). Files missing for any other
+    reason still fail the read itself, loudly.
+    """
+    if checkpoint >= target:
+        return None
+    if not commits or commits[0].version > checkpoint + 1:
+        first = commits[0].version if commits else "none"
+        return f"the log no longer holds version {checkpoint + 1} (oldest after the checkpoint: {first})"
+    needed_since = commits[0].timestamp - WRITE_MARGIN
+    for commit in commits:
+        horizon = commit.vacuum_horizon()
+        if horizon is not None and horizon > needed_since:
+            return (
+                f"VACUUM at version {commit.version} removed files older than {horizon:%Y-%m-%d %H:%M:%S}, "
+                f"which the changes after version {checkpoint} need"
+            )
+    return None

@@ -1,0 +1,496 @@
+"""``Replica``: a standby copy of one task's share of a state table, kept current from its Delta changelog.
+
+Semantics (Kafka Streams' standby tasks, seed 003; offsets are Delta versions):
+
+- The **changelog** of a source table (a versioned store or a dedup seen-ID index) is its Delta log: each
+  commit version is an offset, and the Change Data Feed gives the commit's rows. A replica holds the rows
+  of one :class:`Shard` (a task's share by key hash), or all rows, at another path.
+- The **checkpoint** is the last applied source version. It is the ``txnVersion`` of the replica's own
+  commit (``txnAppId = lakehouse.replica:<source table id>``), so it is stored atomically with the rows it
+  describes, survives log cleanup, and a commit of an already applied version is skipped by Delta.
+- ``sync(limit)`` applies versions ``checkpoint + 1 .. min(limit, latest)`` (both inclusive; ``limit``
+  is seed 003's offset limit, default the latest) in **one commit**: per row, its last change in the range
+  (one MERGE; a plain append when the range only inserts). A source partition drop (versioned-store
+  expiry, dedup purge) is applied as a metadata-only partition drop, in its own commit at its own
+  version, so every replica commit equals the source at one version.
+- After any commit the replica's rows equal ``source VERSION AS OF checkpoint`` restricted to the shard,
+  and its commit metadata records the source's stream time and last batch id at that version: opening
+  the replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
+- A checkpoint the source no longer covers (log cleaned up, files vacuumed, Change Data Feed off), a
+  source replaced by another table, or a replica written by someone else: the replica is **wiped and
+  re-initialized** from the source's latest snapshot, with a :class:`ReplicaReinitializedWarning`
+  (Kafka's ``InvalidOffsetException`` / ``TaskCorruptedException``). Never silently wrong.
+- A replica is **read-only**: the stores refuse writes to it (``ReadOnlyReplicaError``).
+- A killed or failed sync leaves the last commit as it was; running it again yields the same replica.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse import delta_ops
+from lakehouse.errors import InvalidInputError
+from lakehouse.replica import _changes, _history
+from lakehouse.replica._source import Shard, SourceKind, source_kind
+from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
+from lakehouse.replica.records import ReplicaLag, SyncResult
+from lakehouse.replica.registry import register, unregister
+
+APP_ID = "lakehouse.replica"
+SOURCE_ID_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.source_id"
+SHARD_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.shard"
+CDF_PROPERTY = "delta.enableChangeDataFeed"
+DEFAULT_MAX_LAG = timedelta(days=7)
+# Operations on a replica that change no rows; any other commit must be the replica's own.
+_MAINTENANCE = {"VACUUM START", "VACUUM END", "OPTIMIZE", "ADD COLUMNS", "SET TBLPROPERTIES", "CREATE TABLE"}
+# Errors of a read whose changes are gone (vacuumed files, cleaned-up log, CDF off for a version).
+_MISSING_CHANGES = (
+    "FAILED_READ_FILE.FILE_NOT_EXIST",
+    "DELTA_MISSING_CHANGE_DATA",
+    "DELTA_VERSION_NOT_FOUND",
+    "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+    "DELTA_LOG_FILE_NOT_FOUND",
+    "DELTA_FILE_NOT_FOUND",
+)
+_IGNORE_MISSING_FILES = "spark.sql.files.ignoreMissingFiles"
+
+
+class ReplicaReinitializedWarning(UserWarning):
+    """A replica was wiped and rebuilt because its checkpoint could no longer be caught up from."""
+
+
+class Replica:
+    """A read-only copy of one shard of a versioned store or dedup index; see :meth:`create`, :meth:`open`."""
+
+    def __init__(
+        self, spark: SparkSession, source_path: str, path: str, shard: Shard | None, source_id: str
+    ) -> None:
+        self.spark = spark
+        self.source_path = source_path
+        self.path = path
+        self.shard = shard
+        self.source_id = source_id
+        #: Called with a step name after each replica commit of ``sync``; crash-injection tests raise here.
+        self._after_commit: Any = lambda step: None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        spark: SparkSession,
+        source_path: str,
+        replica_path: str,
+        shard: Shard | tuple[int, int] | None = None,
+        *,
+        max_lag: timedelta = DEFAULT_MAX_LAG,
+        enable_change_data_feed: bool = False,
+    ) -> Replica:
+        """Create an empty replica of ``shard`` of the table at ``source_path`` (or open the existing one).
+
+        The replica holds nothing until its first :meth:`sync` (which restores it). It is registered with
+        the source, so the source's replica-aware VACUUM keeps the changes it needs while it is at most
+        ``max_lag`` behind.
+
+        Args:
+            shard: ``Shard(partition, partitions)`` or ``(partition, partitions)``; None: the whole table.
+            max_lag: How far behind (in source commit time) the source keeps this replica's changes.
+            enable_change_data_feed: Turn the source's Change Data Feed on if it is off (one source commit;
+                only later changes are recorded). Otherwise a source without it is refused.
+
+        Raises:
+            ChangeDataFeedDisabledError: the source does not record its changes.
+            InvalidInputError: the source is not a versioned store or dedup index; a bad shard.
+            NotAReplicaError: ``replica_path`` holds another table (not a replica of this shard).
+        """
+        shard = Shard(*shard) if isinstance(shard, tuple) else shard
+        if max_lag < timedelta(0):
+            raise InvalidInputError(f"max_lag must be >= 0, got {max_lag}")
+        detail = delta_ops.table_detail(spark, source_path)
+        properties = dict(detail["properties"])
+        kind = source_kind(source_path, properties)
+        if properties.get(CDF_PROPERTY) != "true":
+            if not enable_change_data_feed:
+                raise ChangeDataFeedDisabledError(source_path)
+            spark.sql(f"ALTER TABLE delta.`{source_path}` SET TBLPROPERTIES ({CDF_PROPERTY} = true)")
+        if DeltaTable.isDeltaTable(spark, replica_path):
+            replica = cls.open(spark, replica_path)
+            if replica.source_path != source_path or replica.shard != shard:
+                raise NotAReplicaError(
+                    replica_path, f"it replicates {replica.source_path} shard {replica.shard}, not {shard}"
+                )
+        else:
+            replica = cls(spark, source_path, replica_path, shard, str(detail["id"]))
+            replica._create_table(kind, properties, tuple(detail["partitionColumns"]))
+        register(spark, source_path, replica_path, str(shard) if shard else "all", max_lag)
+        return replica
+
+    @classmethod
+    def open(cls, spark: SparkSession, replica_path: str) -> Replica:
+        """Open an existing replica; its source and shard are read back from its table properties.
+
+        Raises:
+            NotAReplicaError: no Delta table at ``replica_path``, or not a replica.
+        """
+        if not DeltaTable.isDeltaTable(spark, replica_path):
+            raise NotAReplicaError(replica_path, "there is no Delta table there")
+        properties = delta_ops.table_properties(spark, replica_path)
+        source = properties.get(delta_ops.REPLICA_SOURCE_PROPERTY)
+        if source is None:
+            raise NotAReplicaError(
+                replica_path, "the table is not a replica (no lakehouse.replica.* properties)"
+            )
+        shard_text = properties[SHARD_PROPERTY]
+        shard = None if shard_text == "all" else Shard.parse(shard_text)
+        return cls(spark, source, replica_path, shard, properties[SOURCE_ID_PROPERTY])
+
+    def _create_table(
+        self, kind: SourceKind, properties: dict[str, str], partitions: tuple[str, ...]
+    ) -> None:
+        own = {k: v for k, v in properties.items() if k.startswith(delta_ops.PROPERTY_PREFIX)}
+        own.update(
+            {
+                delta_ops.REPLICA_SOURCE_PROPERTY: self.source_path,
+                SOURCE_ID_PROPERTY: self.source_id,
+                SHARD_PROPERTY: str(self.shard) if self.shard else "all",
+                "delta.enableDeletionVectors": "true",
+            }
+        )
+        schema = self.spark.read.format("delta").load(self.source_path).schema
+        delta_ops.ensure_table(self.spark, self.path, schema, partition_by=partitions, properties=own)
+
+    def unregister(self) -> None:
+        """Stop the source's VACUUM from keeping changes for this replica (the replica stays as it is)."""
+        unregister(self.spark, self.source_path, self.path)
+
+    # ------------------------------------------------------------------ state
+    def table(self) -> DataFrame:
+        """The replica's rows as they are now (the source's shard at :meth:`checkpoint`)."""
+        return self.spark.read.format("delta").load(self.path)
+
+    def checkpoint(self) -> int | None:
+        """The last applied source version (None: nothing applied yet), from the replica's Delta state."""
+        return _txn_version(self.spark, self.path, self._txn_app())
+
+    def _txn_app(self, source_id: str | None = None) -> str:
+        return f"{APP_ID}:{source_id or self.source_id}"
+
+    def versions_behind(self) -> int | None:
+        """Source versions not applied yet; None when the replica holds nothing it can catch up from.
+
+        None: no checkpoint, a replaced source, or a checkpoint the source no longer covers (the next sync
+        restores). Reads commit metadata only (no table rows): the lag the assignor needs.
+        """
+        latest = self._source_latest()
+        checkpoint = self.checkpoint() if self._current_source_id() == self.source_id else None
+        if checkpoint is None or checkpoint >= latest:
+            return None if checkpoint is None else 0
+        commits = _history.source_commits(self.spark, self.source_path, after=checkpoint)
+        if _history.coverage_problem(commits, checkpoint, latest) is not None:
+            return None
+        return latest - checkpoint
+
+    def lag(self) -> ReplicaLag:
+        """Versions and rows the replica is behind its source's latest version.
+
+        Rows are counted from the Change Data Feed of the missing versions (a Spark job over the changes,
+        not the table); when the replica must restore, the shard's rows at the latest version.
+        """
+        latest = self._source_latest()
+        checkpoint = self.checkpoint() if self._current_source_id() == self.source_id else None
+        if checkpoint is None:
+            return ReplicaLag(None, latest, latest + 1, self._snapshot(latest).count(), False)
+        if checkpoint >= latest:
+            return ReplicaLag(checkpoint, latest, 0, 0, True)
+        commits = _history.source_commits(self.spark, self.source_path, after=checkpoint)
+        if _history.coverage_problem(commits, checkpoint, latest) is not None:
+            return ReplicaLag(checkpoint, latest, latest - checkpoint, self._snapshot(latest).count(), False)
+        changes = self._changes(checkpoint + 1, latest)
+        rows = changes.where(F.col(_changes.CHANGE_TYPE) != _changes.PREIMAGE).count()
+        return ReplicaLag(checkpoint, latest, latest - checkpoint, rows, True)
+
+    # ------------------------------------------------------------------ sync
+    def sync(self, limit: int | None = None) -> SyncResult:
+        """Apply the source's versions after the checkpoint up to ``limit`` (inclusive; default: latest).
+
+        One replica commit (plus one per source partition drop in the range). A replica without a
+        checkpoint is restored; one whose checkpoint the source no longer covers is re-initialized with a
+        :class:`ReplicaReinitializedWarning`. ``limit`` beyond the latest version means the latest; a
+        ``limit`` at or below the checkpoint applies nothing.
+
+        Raises:
+            InvalidInputError: a negative ``limit``.
+        """
+        started = time.monotonic()
+        target = self._target(limit)
+        before = self.checkpoint()
+        problem = self._replica_problem(before)
+        if before is None or problem is not None:
+            return self._rebuild(max(target, before or 0) if problem else target, before, problem, started)
+        if before >= target:
+            return SyncResult(before, before, 0, 0, 0, 0, False, None, time.monotonic() - started)
+        commits = _history.source_commits(self.spark, self.source_path, after=before)
+        problem = _history.coverage_problem(commits, before, target)
+        if problem is not None:
+            return self._rebuild(target, before, problem, started)
+        try:
+            rows, drops, commits_written = self._apply(commits, before, target)
+        except Exception as error:
+            if not _missing_changes(error):
+                raise
+            reason = f"the source's changes after version {before} are gone ({_first_line(error)})"
+            return self._rebuild(target, self.checkpoint(), reason, started)
+        return SyncResult(
+            before,
+            target,
+            target - before,
+            rows,
+            drops,
+            commits_written,
+            False,
+            None,
+            time.monotonic() - started,
+        )
+
+    def restore(self, limit: int | None = None) -> SyncResult:
+        """Build the replica from nothing: the source's shard at ``limit`` (default: latest), in one commit.
+
+        A replica with a checkpoint is rebuilt at ``max(limit, checkpoint)`` (a checkpoint never goes back).
+        """
+        started = time.monotonic()
+        before = self.checkpoint()
+        target = self._target(limit)
+        return self._rebuild(max(target, before or 0), before, None, started, warn=False)
+
+    # ------------------------------------------------------------------ internals
+    def _target(self, limit: int | None) -> int:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit must be a source version >= 0, got {limit!r}")
+        latest = self._source_latest()
+        return latest if limit is None else min(limit, latest)
+
+    def _source_latest(self) -> int:
+        return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.source_path))
+
+    def _current_source_id(self) -> str:
+        return str(delta_ops.table_detail(self.spark, self.source_path)["id"])
+
+    def _kind(self) -> SourceKind:
+        return source_kind(self.source_path, delta_ops.table_properties(self.spark, self.source_path))
+
+    def _replica_problem(self, checkpoint: int | None) -> str | None:
+        """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
+        current = self._current_source_id()
+        if current != self.source_id:
+            return (
+                f"the source at {self.source_path} is another table now (id {current}, was {self.source_id})"
+            )
+        if checkpoint is None:
+            return None
+        history = DeltaTable.forPath(self.spark, self.path).history()
+        for row in (
+            history.select("version", "operation", "userMetadata").orderBy(F.desc("version")).collect()
+        ):
+            if row["operation"] in _MAINTENANCE:
+                continue
+            if "replica" in _history._lakehouse_meta(row["userMetadata"]):
+                return None
+            return f"version {row['version']} of the replica ({row['operation']}) was not written by its sync"
+        return None
+
+    def _snapshot(self, version: int) -> DataFrame:
+        source = self.spark.read.format("delta").option("versionAsOf", version).load(self.source_path)
+        return source.where(self._kind().in_shard(self.shard, source.schema))
+
+    def _changes(self, first: int, last: int) -> DataFrame:
+        changes = _changes.read_changes(self.spark, self.source_path, first, last)
+        return changes.where(self._kind().in_shard(self.shard, changes.schema))
+
+    def _rebuild(
+        self, target: int, before: int | None, reason: str | None, started: float, warn: bool = True
+    ) -> SyncResult:
+        """Overwrite the replica with the source's shard at ``target`` (checkpoint ``target``)."""
+        if reason is not None and warn:
+            warnings.warn(
+                f"replica {self.path} of {self.source_path} re-initialized at version {target}: {reason}",
+                ReplicaReinitializedWarning,
+                stacklevel=3,
+            )
+        source_id = self._current_source_id()
+        commits = _history.source_commits(self.spark, self.source_path, after=-1)
+        kind = self._kind()
+        rows = self._snapshot(target)
+        # A checkpoint is recorded only if it moves forward (Delta skips a txnVersion it has recorded).
+        moves = source_id != self.source_id or before is None or target > before
+        options = delta_ops.commit_options(
+            *self._commit(commits, kind, target, "restore", source_id if moves else None)
+        )
+        partitions = tuple(delta_ops.table_detail(self.spark, self.source_path)["partitionColumns"])
+        with self._no_missing_files():
+            (
+                rows.write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .partitionBy(*partitions)
+                .options(**options)
+                .save(self.path)
+            )
+        if source_id != self.source_id:
+            self.spark.sql(
+                f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ('{SOURCE_ID_PROPERTY}' = '{source_id}')"
+            )
+            self.source_id = source_id
+        self._after_commit("restore")
+        copied = self.table().count()
+        versions = target + 1 if before is None or reason else target - before
+        return SyncResult(before, target, versions, copied, 0, 1, True, reason, time.monotonic() - started)
+
+    def _apply(self, commits: list[_history.Commit], before: int, target: int) -> tuple[int, int, int]:
+        """Apply ``before + 1 .. target``, partition drops on their own; returns (rows, drops, commits)."""
+        kind = self._kind()
+        rows = drops = written = 0
+        first = before + 1
+        for commit in commits:
+            if commit.version > target:
+                break
+            bound = _history.drop_bound(commit, kind.app_id)
+            if bound is None:
+                continue
+            if commit.version > first:
+                rows += self._apply_changes(commits, kind, first, commit.version - 1)
+                written += 1
+            self._apply_drop(commits, kind, commit.version, bound)
+            drops += 1
+            written += 1
+            first = commit.version + 1
+        if first <= target:
+            rows += self._apply_changes(commits, kind, first, target)
+            written += 1
+        return rows, drops, written
+
+    def _apply_changes(self, commits: list[_history.Commit], kind: SourceKind, first: int, last: int) -> int:
+        """One replica commit applying source versions ``first .. last``; returns the change rows applied."""
+        changes = self._changes(first, last)
+        self._add_new_columns(changes.schema)
+        columns = [c for c in changes.columns if c not in _changes.CDF_COLUMNS]
+        with self._no_missing_files():
+            stats = _changes.change_stats(changes, kind.partition_column, kind.bound_columns)
+        commit = self._commit(commits, kind, last, "sync")
+        if stats.insert_only:
+            options = delta_ops.commit_options(*commit)
+            with self._no_missing_files():
+                changes.select(*columns).write.format("delta").mode("append").options(**options).save(
+                    self.path
+                )
+        else:
+            self._merge(changes, kind, columns, stats, commit)
+        self._commit_if_skipped(last, commit)
+        self._after_commit("sync")
+        return stats.inserts + stats.updates + stats.deletes
+
+    def _merge(
+        self,
+        changes: DataFrame,
+        kind: SourceKind,
+        columns: list[str],
+        stats: _changes.ChangeStats,
+        commit: tuple[str, tuple[str, int] | None],
+    ) -> None:
+        net = _changes.net_changes(changes, kind.identity)
+        condition = _changes.target_pruning(stats, kind.partition_column)
+        for column in kind.identity:
+            condition = condition & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
+        every = {f"`{c}`": F.col(f"s.`{c}`") for c in columns}
+        removal = F.col(f"s.{_changes.CHANGE_TYPE}") == F.lit(_changes.DELETE)
+        with delta_ops.dml_commit(self.spark, *commit), self._no_missing_files():
+            (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(net.alias("s"), condition)
+                .whenMatchedDelete(condition=removal)
+                .whenMatchedUpdate(set=every)
+                .whenNotMatchedInsert(condition=~removal, values=every)
+                .execute()
+            )
+
+    def _apply_drop(self, commits: list[_history.Commit], kind: SourceKind, version: int, bound: str) -> None:
+        """Mirror the source's partition drop at ``version``: a metadata-only DELETE of partitions < bound."""
+        commit = self._commit(commits, kind, version, "drop_partitions")
+        column = kind.partition_column
+        with delta_ops.dml_commit(self.spark, *commit):
+            DeltaTable.forPath(self.spark, self.path).delete(F.col(column) < F.lit(int(bound)))
+        self._commit_if_skipped(version, commit)
+        self._after_commit("drop_partitions")
+
+    def _commit_if_skipped(self, version: int, commit: tuple[str, tuple[str, int] | None]) -> None:
+        """Record checkpoint ``version`` with an empty commit when the change wrote none (nothing matched)."""
+        found = self.checkpoint()
+        if found is None or found < version:
+            empty = self.spark.createDataFrame([], self.table().schema)
+            empty.write.format("delta").mode("append").options(**delta_ops.commit_options(*commit)).save(
+                self.path
+            )
+
+    def _add_new_columns(self, schema: T.StructType) -> None:
+        """Add columns the source gained (a dedup index's id columns) to the replica (a schema commit)."""
+        existing = set(self.table().columns)
+        missing = [f for f in schema.fields if f.name not in existing and f.name not in _changes.CDF_COLUMNS]
+        if missing:
+            columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({columns})")
+
+    def _commit(
+        self,
+        commits: list[_history.Commit],
+        kind: SourceKind,
+        version: int,
+        operation: str,
+        source_id: str | None = "",
+    ) -> tuple[str, tuple[str, int] | None]:
+        """Metadata and txn of a replica commit at source ``version``: the source's state and the checkpoint.
+
+        The metadata is the store's own (``app_id``, stream time, last batch id as of ``version``), so the
+        replica opens as the store read then, plus a ``replica`` entry. ``source_id`` None: no checkpoint is
+        recorded (a rebuild at the checkpoint it has already); "" the replica's own source id.
+        """
+        recorded = _history.recorded_at(commits, kind.app_id, version)
+        extra: dict[str, Any] = {"replica": {"source_version": version, "operation": operation}}
+        if recorded.get("stream_time_us") is not None:
+            extra["stream_time_us"] = recorded["stream_time_us"]
+        metadata = delta_ops.batch_metadata(kind.app_id, recorded.get("batch_id"), **extra)
+        txn = None if source_id is None else (self._txn_app(source_id or None), version)
+        return metadata, txn
+
+    @contextmanager
+    def _no_missing_files(self) -> Iterator[None]:
+        """A missing file must fail the read, never be skipped silently."""
+        with delta_ops.session_confs(self.spark, {_IGNORE_MISSING_FILES: "false"}):
+            yield
+
+
+def _txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The ``txnVersion`` recorded for ``app_id`` in the table's current snapshot (Delta's SetTransaction)."""
+    jvm = spark._jvm  # Delta exposes a table's transactions only on its JVM snapshot
+    assert jvm is not None
+    none = jvm.scala.Option.empty()
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    found = log.update(False, none, none).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None
+
+
+def _missing_changes(error: Exception) -> bool:
+    text = str(error)
+    return any(marker in text for marker in _MISSING_CHANGES)
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

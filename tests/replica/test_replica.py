@@ -1,0 +1,237 @@
+"""Replicas against the source's own time travel: random sequences, crashes, vacuums, foreign writes."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from delta.tables import DeltaTable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from lakehouse.dedup import Deduplicator
+from lakehouse.errors import ReadOnlyReplicaError
+from lakehouse.replica import (
+    ChangeDataFeedDisabledError,
+    Replica,
+    ReplicaReinitializedWarning,
+    Shard,
+    vacuum_source,
+)
+from lakehouse.versioned import VersionedStore
+from tests.dedup.helpers import frame, labelled
+from tests.replica.helpers import assert_equals_source, rows
+from tests.versioned.helpers import SCHEMA, at, batch_frame, create_store
+
+RETENTION_MS = 20
+INTERVAL_MS = 5
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+SLOW_SETTINGS = settings(
+    max_examples=2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+RECORDS = st.lists(
+    st.tuples(st.sampled_from("abcd"), st.sampled_from(["x", "y", None]), st.integers(0, 60)),
+    min_size=1,
+    max_size=4,
+)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), RECORDS),
+        st.tuples(st.sampled_from(["replay", "expire", "vacuum"]), st.none()),
+        st.tuples(st.just("sync"), st.integers(0, 1)),
+    ),
+    min_size=3,
+    max_size=6,
+)
+
+
+@contextmanager
+def no_reinit() -> Iterator[None]:
+    """A sync inside must not re-initialize its replica."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReplicaReinitializedWarning)
+        yield
+
+
+def put(store: VersionedStore, records: list[tuple], batch_id: int) -> None:
+    store.put_all(batch_frame(store.spark, records), batch_id=batch_id)
+
+
+@pytest.mark.slow
+@SLOW_SETTINGS
+@given(OPS)
+def test_versioned_replicas_equal_the_source_at_their_checkpoint(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, ops
+) -> None:
+    root = tmp_path_factory.mktemp("rv")
+    store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
+    replicas = [Replica.create(spark, store.path, str(root / f"r{p}"), Shard(p, 2)) for p in range(2)]
+    batch_id, offset, last = 0, 0, None
+    for op, arg in ops:
+        if op == "put":
+            records = [(k, v, ms, 0, offset + i) for i, (k, v, ms) in enumerate(arg)]
+            offset += len(records)
+            last = (records, batch_id)
+            put(store, records, batch_id)
+            batch_id += 1
+        elif op == "replay" and last is not None:
+            put(store, *last)  # a committed batch id: nothing written
+        elif op == "expire":
+            store.expire()
+        elif op == "vacuum":
+            store.vacuum()
+        elif op == "sync":
+            with no_reinit():
+                replicas[arg].sync()
+            assert_equals_source(replicas[arg])
+    for replica in replicas:
+        with no_reinit():
+            replica.sync()
+        assert_equals_source(replica)
+        opened = VersionedStore.open(spark, replica.path)
+        assert opened.stream_time == store.stream_time
+        for row in replica.table().select("k").distinct().collect():
+            assert opened.get(row["k"]) == store.get(row["k"])
+            assert opened.get(row["k"], at(30)) == store.get(row["k"], at(30))
+    together = sorted(rows(replicas[0].table()) + rows(replicas[1].table()), key=repr)
+    assert together == rows(store.table())
+
+
+@pytest.mark.slow
+@SLOW_SETTINGS
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.sampled_from("pq"), st.integers(0, 30), st.integers(0, 1)), min_size=1, max_size=4
+        ),
+        min_size=2,
+        max_size=3,
+    )
+)
+def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, batches
+) -> None:
+    root = tmp_path_factory.mktemp("rd")
+    dedup = Deduplicator.create(spark, str(root / "index"), by=("key", "id"), interval=timedelta(seconds=5))
+    replicas = [Replica.create(spark, dedup.path, str(root / f"r{p}"), Shard(p, 2)) for p in range(2)]
+    replicas[0].sync()  # before the first batch: the index has no id columns yet
+    offsets = [0, 0]
+    for batch_id, batch in enumerate(batches):
+        records = []
+        for ident, ts, partition in batch:
+            records.append((ident, ts + 20 * batch_id, partition, offsets[partition]))
+            offsets[partition] += 1
+        dedup.apply(frame(spark, labelled(records), ("key", "id")), batch_id)
+        if batch_id == 1:
+            dedup.purge()
+    for replica in replicas:
+        with no_reinit():
+            replica.sync()
+        assert_equals_source(replica)
+        # A shard of a per-partition index is its task's entries: the task column modulo the shards.
+        assert {r["task"] % 2 for r in replica.table().select("task").collect()} <= {replica.shard.partition}
+    opened = Deduplicator.open(spark, replicas[0].path)
+    assert opened.stream_times() == dedup.stream_times()
+
+
+def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
+    store.expire()  # a partition drop: the range is applied in two commits
+    put(store, [("b", None, 50, 0, 4)], 2)
+
+    def crash(step: str) -> None:
+        raise RuntimeError(f"killed after {step}")
+
+    replica._after_commit = crash
+    with pytest.raises(RuntimeError, match="killed after"):
+        replica.sync()
+    interrupted_at = assert_equals_source(replica)  # every commit is a consistent source version
+    replica._after_commit = lambda step: None
+    result = replica.sync()
+    assert result.checkpoint_before == interrupted_at
+    assert assert_equals_source(replica) == result.checkpoint
+    assert replica.sync().versions == 0
+
+
+def test_replica_refuses_writes_and_a_source_without_change_feed_is_refused(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    with pytest.raises(ReadOnlyReplicaError, match="read-only replica"):
+        VersionedStore.open(spark, replica.path).put("a", "x", at(100))
+    spark.sql(f"ALTER TABLE delta.`{store.path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = false)")
+    with pytest.raises(ChangeDataFeedDisabledError, match="enableChangeDataFeed"):
+        Replica.create(spark, store.path, str(tmp_path / "r2"))
+
+
+def test_checkpoint_the_source_no_longer_covers_reinitializes_with_a_warning(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
+    replica.sync()
+    put(store, [("a", "y", 10, 0, 2)], 1)
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        DeltaTable.forPath(spark, store.path).vacuum(
+            0
+        )  # a plain VACUUM of everything unreferenced, registry or not
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    assert not replica.lag().covered
+    with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
+        result = replica.sync()
+    assert result.restored and result.reinitialized_because
+    assert_equals_source(replica)
+
+
+def test_a_foreign_write_to_the_replica_is_detected_and_repaired(spark: SparkSession, tmp_path) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    spark.sql(f"DELETE FROM delta.`{replica.path}` WHERE k = 'a'")  # bypasses the stores' guard
+    put(store, [("b", "x", 5, 0, 1)], 1)
+    with pytest.warns(ReplicaReinitializedWarning, match="not written by its sync"):
+        replica.sync()
+    assert_equals_source(replica)
+
+
+def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = VersionedStore.create(
+        spark,
+        str(tmp_path / "src"),
+        "k",
+        SCHEMA,
+        timedelta(milliseconds=RETENTION_MS),
+        file_retention=timedelta(0),  # a plain VACUUM would delete every removed file at once
+    )
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    kept = Replica.create(spark, store.path, str(tmp_path / "kept"))
+    lost = Replica.create(spark, store.path, str(tmp_path / "lost"), max_lag=timedelta(0))
+    kept.sync()
+    lost.sync()
+    put(store, [("a", "y", 10, 0, 2), ("b", "y", 11, 0, 3)], 1)
+    with pytest.warns(UserWarning, match="further behind"):
+        report = vacuum_source(spark, store.path)
+    assert report.protected == (kept.path,) and report.beyond_retention == (lost.path,)
+    with no_reinit():
+        assert not kept.sync().restored
+    assert_equals_source(kept)
