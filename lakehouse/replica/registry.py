@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.paths import resolve_path
 from lakehouse.replica import _history
 from lakehouse.replica.records import VacuumReport
 
@@ -93,6 +94,7 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
     """
     from lakehouse.replica.replica import Replica  # the replica module imports this one
 
+    source_path = resolve_path(source_path)
     now = now or datetime.now(UTC)
     table = DeltaTable.forPath(spark, source_path)
     default_hours = _default_retention_hours(spark, source_path)

@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError
+from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _history
 from lakehouse.replica._source import Shard, SourceKind, source_kind
 from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
@@ -113,6 +114,7 @@ class Replica:
             NotAReplicaError: ``replica_path`` holds another table (not a replica of this shard).
         """
         shard = Shard(*shard) if isinstance(shard, tuple) else shard
+        source_path, replica_path = resolve_path(source_path), resolve_path(replica_path)
         if max_lag < timedelta(0):
             raise InvalidInputError(f"max_lag must be >= 0, got {max_lag}")
         detail = delta_ops.table_detail(spark, source_path)
@@ -141,6 +143,7 @@ class Replica:
         Raises:
             NotAReplicaError: no Delta table at ``replica_path``, or not a replica.
         """
+        replica_path = resolve_path(replica_path)
         if not DeltaTable.isDeltaTable(spark, replica_path):
             raise NotAReplicaError(replica_path, "there is no Delta table there")
         properties = delta_ops.table_properties(spark, replica_path)
