@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from lakehouse.assignment._balance import Band
 from lakehouse.assignment._context import Context
-from lakehouse.assignment.standby import tag_rank, used_values
+from lakehouse.assignment.standby import fill_under_floor, tag_rank, used_values
 from lakehouse.assignment.state import ClientState, Role, TaskMove, task_sort_key
 
 
@@ -86,6 +86,12 @@ def realize(
     standby_moves = _StandbyMoves(ctx, active, standby)
     for task in order:
         deferred += standby_moves.realize(task, warmup[task], budget)
+    while True:  # moves above change loads: room may open up, and clients may fall under the floor
+        standby_moves = _StandbyMoves(ctx, active, standby)
+        moved = sum(standby_moves.realize(task, warmup[task], budget, first=False) for task in order)
+        deferred += moved
+        if not fill_under_floor(ctx, active, standby) and not moved:
+            break
     return Placement(
         active=active,
         standby={task: tuple(pids) for task, pids in standby.items()},
@@ -118,21 +124,22 @@ class _StandbyMoves:
         self.load = Counter(active.values())
         self.load.update(pid for pids in standby.values() for pid in pids)
 
-    def realize(self, task: str, warmups: list[str], budget: _WarmupBudget) -> int:
+    def realize(self, task: str, warmups: list[str], budget: _WarmupBudget, first: bool = True) -> int:
         """Keep each planned standby of ``task`` unless it would restore while a better client holds
         nothing of the task, and return how many moved.
 
-        The task's first such standby moves to the better client (the one adding most tag diversity,
-        then one with room under its share, then the most caught up), as in Kafka; later ones move only
-        to a better client with room, else they restore in place. The planned client keeps a warm-up
-        while the budget lasts: standbys that must restore are bounded by ``max_warmup_replicas``.
+        On the ``first`` visit the task's first such standby moves to the better client (the one adding
+        most tag diversity, then one with room under its share, then the most caught up), as in Kafka;
+        other ones move only to a better client with room, else they restore in place. The planned client
+        keeps a warm-up while the budget lasts: standbys that must restore are bounded by
+        ``max_warmup_replicas``.
         """
         active, planned = self.active[task], self.standby[task]
         holders = {active, *planned, *warmups}
         moved = 0
         for index, target in enumerate(planned):
             better = [p for p in self.ctx.better_clients(task, target) if p not in holders]
-            if moved:
+            if moved or not first:
                 better = [p for p in better if self.load[p] < self.share[p]]
             if not better:
                 continue
@@ -147,7 +154,33 @@ class _StandbyMoves:
                 warmups.append(target)
             else:
                 holders.discard(target)
+        self._diversify(task, holders)
         return moved
+
+    def _diversify(self, task: str, holders: set[str]) -> None:
+        """Replace a standby by a caught-up client with room that holds nothing of the task and adds more
+        tag diversity, while there is one (moves above, or a deferred active, change what the task's other
+        replicas use). It costs no restoration; the replaced client just drops its copy."""
+        if not self.ctx.config.rack_aware_assignment_tags:
+            return
+        active, planned = self.active[task], self.standby[task]
+        free = [p for p in self.ctx.caught_up[task] if p not in holders]
+        improved = True
+        while improved and free:
+            improved = False
+            for index, pid in enumerate(planned):
+                used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
+                roomy = [p for p in free if self.load[p] < self.share[p]]
+                best = min(roomy, key=lambda p: self._rank(task, p, used), default=None)
+                if best is None or self._rank(task, best, used)[0] >= self._rank(task, pid, used)[0]:
+                    continue
+                planned[index] = best
+                free.remove(best)
+                if self.ctx.is_caught_up(task, pid):
+                    free.append(pid)
+                self.load[best] += 1
+                self.load[pid] -= 1
+                improved = True
 
     def _rank(self, task: str, pid: str, used: list[set[str]]) -> tuple[object, ...]:
         tags = tag_rank(self.ctx.tags, pid, used, self.active[task])

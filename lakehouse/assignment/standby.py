@@ -228,9 +228,9 @@ def balance_standbys(
     gains at least what the source gains (the task's tag diversity does not drop, in precedence order)
     and leaves no standby of the task that another client would replace with more diversity; the
     least-loaded such client takes it. Moves to caught-up clients (finished warm-ups) are made first, so
-    a warm-up is not wasted on a client another move fills. Then the same at the floor: a client under
-    the floor of its share takes standbys it is caught up for from clients over the floor (a move that
-    costs no restoration, so no client stays empty while another holds more than its share). Passes repeat
+    a warm-up is not wasted on a client another move fills. Then the same at the floor of the share (at
+    least 1): a client under it takes standbys it is caught up for from clients over it, a move that costs
+    no restoration, so no client stays empty while another holds more than its share. Passes repeat
     until nothing can move, so a result fed back (same clients, same actives, every standby kept) moves
     nothing: it is a fixed point.
     """
@@ -242,6 +242,23 @@ def balance_standbys(
     ):
         pass
     return {task: tuple(pids) for task, pids in balancer.placed.items()}
+
+
+def fill_under_floor(ctx: Context, active: Mapping[str, str], standbys: dict[str, list[str]]) -> bool:
+    """The floor pass of :func:`balance_standbys` alone, in place: after availability moved standbys, a
+    client under the floor of its share takes standbys it is caught up for from clients over it.
+
+    Returns:
+        Whether a standby moved.
+    """
+    per_task = max((len(pids) for pids in standbys.values()), default=0)
+    balancer = _Balancer(ctx, active, standbys, per_task, _Tiers(ctx.tags.values()))
+    moved = False
+    while balancer.run_pass(balancer.floor, caught_up_only=True):
+        moved = True
+    for task, pids in balancer.placed.items():
+        standbys[task][:] = pids
+    return moved
 
 
 class _Balancer:
@@ -260,7 +277,8 @@ class _Balancer:
         self.active = active_targets
         self.order = {task: index for index, task in enumerate(ctx.stateful)}
         band = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity)
-        self.ceiling, self.floor = band.hi, band.lo
+        self.ceiling = band.hi
+        self.floor = {pid: max(lo, 1) for pid, lo in band.lo.items()}
         self.load = Counter(active_targets.values())
         self.placed = {task: list(pids) for task, pids in standbys.items()}
         self.held: dict[str, set[str]] = {pid: set() for pid in ctx.pids}
