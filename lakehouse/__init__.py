@@ -43,6 +43,7 @@ from lakehouse.errors import (
     SparkSetupError,
     StoreSettingsConflictError,
 )
+from lakehouse.quality import QualityReport, TableVerdict, mark_enriched, run_quality
 from lakehouse.replica import (
     ChangeDataFeedDisabledError,
     NotAReplicaError,
@@ -94,6 +95,7 @@ __all__ = [
     "PutAllResult",
     "PutResult",
     "PutStatus",
+    "QualityReport",
     "ReadOnlyReplicaError",
     "Replica",
     "ReplicaBeyondRetentionWarning",
@@ -107,6 +109,7 @@ __all__ = [
     "StoreSettingsConflictError",
     "Subscription",
     "SyncResult",
+    "TableVerdict",
     "VacuumReport",
     "VersionedRecord",
     "VersionedStore",
@@ -119,7 +122,9 @@ __all__ = [
     "default_segment_interval",
     "get_spark",
     "load_settings",
+    "mark_enriched",
     "run_assignment",
+    "run_quality",
     "task_lags",
     "validate_assignment",
 ]

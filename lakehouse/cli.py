@@ -12,6 +12,7 @@ from lakehouse.config import Settings, load_settings
 from lakehouse.demo import DemoSize, run_demo
 from lakehouse.doctor import run_doctor, versions
 from lakehouse.errors import LakehouseError
+from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
 
@@ -54,6 +55,32 @@ def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
     root = args.root or f"{warehouse_uri(settings)}/failover-drill"
     generated_drill(spark, root, args.keys, args.batches)
     return 0
+
+
+def _cmd_quality(args: argparse.Namespace, settings: Settings) -> int:
+    spark = get_spark(dict(args.conf), settings)
+    report = run_quality(
+        spark, warehouse_uri(settings), args.tables or None, results_path=args.results, docs_dir=args.docs
+    )
+    for line in report.lines():
+        print(line)
+    return 0 if report.success else 1
+
+
+def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    quality = commands.add_parser(
+        "quality",
+        help="run the data-quality suite of each state table; exit 1 if any expectation fails",
+        description="Run the Great Expectations suite of each lakehouse state table, append the results "
+        "to a Delta table, build Data Docs, print one verdict per table; exit 1 if any expectation fails.",
+    )
+    quality.add_argument(
+        "tables", nargs="*", metavar="TABLE", help="table paths (relative ones may be under the warehouse); "
+        "default: every lakehouse table under the warehouse"
+    )
+    quality.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
+    quality.add_argument("--docs", help="Data Docs folder, local (default: <warehouse>/quality/docs)")
+    quality.set_defaults(run=_cmd_quality)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--keys", type=int, default=1000, help="keys of the generated versioned store")
     drill.add_argument("--batches", type=int, default=6, help="batches put into the store (>= 3)")
     drill.set_defaults(run=_cmd_failover_drill)
+    _add_quality_parser(commands)
     return parser
 
 

@@ -353,6 +353,21 @@ def refuse_replica_writes(spark: SparkSession, path: str) -> None:
         raise ReadOnlyReplicaError(path, source)
 
 
+def last_drop_bound(spark: SparkSession, path: str, app_id: str, up_to_version: int) -> str | None:
+    """The ``bound`` of the newest :func:`drop_partitions_below` commit of ``app_id`` at or before
+    ``up_to_version``, or None when there is none (a drop that matched nothing wrote no commit).
+    """
+    operation = F.get_json_object("metadata", f"$.{METADATA_KEY}.operation")
+    row = (
+        lakehouse_commits(spark, path, app_id)
+        .where((operation == F.lit("drop_partitions")) & (F.col("version") <= F.lit(up_to_version)))
+        .orderBy(F.col("version").desc())
+        .select(F.get_json_object("metadata", f"$.{METADATA_KEY}.bound").alias("bound"))
+        .first()
+    )
+    return None if row is None else row["bound"]
+
+
 def latest_version(table: DeltaTable) -> int:
     """The table's current version."""
     row = table.history(1).select("version").first()

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from lakehouse.asof.demo import demo_step as asof_demo_step
 from lakehouse.assignment.job import demo_step as assignment_demo_step
 from lakehouse.dedup.demo import demo_step as dedup_demo_step
+from lakehouse.quality.demo import demo_step as quality_demo_step
 from lakehouse.replica.demo import demo_step as replica_demo_step
 from lakehouse.schemas import load_schema
 from lakehouse.summary import StepReport, summary_lines
@@ -131,6 +132,8 @@ def run_demo(
     for line in [*lines, *dedup_lines, *asof_lines, *assignment_lines, *replica_lines]:
         echo(line)
     for line in summary_lines([versioned, dedup, asof, assignment], _queries(versioned, asof, assignment)):
+        echo(line)
+    for line in quality_demo_step(spark, root):
         echo(line)
 
 

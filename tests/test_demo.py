@@ -35,6 +35,17 @@ def test_demo_writes_its_inputs_and_a_rerun_in_one_session_replays(
     assert any(line.startswith("[versioned] EUR now:") for line in lines)
     assert any(line.startswith("[dedup]") for line in lines)
     assert any(line.startswith("[asof]") for line in lines)
+    verdicts = [line for line in lines if line.startswith("[quality] ")]
+    assert verdicts[-1] == f"[quality] Data Docs: {tmp_path / 'quality' / 'docs' / 'index.html'}"
+    checked = {line.split()[2] for line in verdicts[:-1]}
+    assert checked >= {
+        "asof_enriched.txn_priced",
+        "assignment.assignment.assignment",
+        "assignment_subscriptions.assignment.subscriptions",
+        "dedup_index.txn_dedup_index",
+        "versioned_store.rates_store",
+    }
+    assert all(line.startswith("[quality] PASS") for line in verdicts[:-1]), verdicts
     priced = spark.read.format("delta").load(str(tmp_path / "txn_priced"))
     assert priced.select("txn_id").distinct().count() == priced.count() == 50
     _check_summary(spark, lines, n_records=txns.count(), n_txns=50)
@@ -62,7 +73,8 @@ def _rows(spark: SparkSession, path: Path) -> list[tuple[object, ...]]:
 
 
 def _check_summary(spark: SparkSession, lines: list[str], n_records: int, n_txns: int) -> None:
-    """The demo ends with a summary: per-step counts that match the tables, locations, runnable SQL."""
+    """A summary near the end: per-step counts that match the tables, locations, runnable SQL (then
+    only the quality verdicts follow)."""
     summary = lines[lines.index("Summary") :]
     dedup = next(line.split() for line in summary if line.strip().startswith("dedup "))
     assert dedup[1:3] == [str(n_records), str(n_txns)]
@@ -76,7 +88,7 @@ def _check_summary(spark: SparkSession, lines: list[str], n_records: int, n_txns
     assert len(tables) >= 6
     for line in tables:
         assert Path(line.split(": ", 1)[1]).is_dir(), line
-    queries = [line.strip() for line in summary[try_at + 1 :]]
+    queries = [line.strip() for line in summary[try_at + 1 :] if not line.startswith("[quality] ")]
     assert len(queries) >= 2
     for query in queries:
         assert spark.sql(query.rstrip(";")).count() > 0, query

@@ -1,0 +1,147 @@
+"""The quality job: run the suite of each state table, record the results in Delta, build Data Docs.
+
+:func:`run_quality` is what ``jobs/quality.py``, ``lakehouse quality`` and the demo call. Each table is
+read at its current version (recorded with the results), reduced to its rule-breaking rows in one Spark
+pass, and validated by Great Expectations; nothing of the table is collected to the driver (at most 200
+offending rows per rule, of which 5 keys are kept).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+
+from lakehouse import delta_ops
+from lakehouse.errors import InvalidInputError
+from lakehouse.paths import resolve_path
+from lakehouse.quality._gx import QualityContext, RuleResult
+from lakehouse.quality.discover import lakehouse_tables
+from lakehouse.quality.results import append_results
+from lakehouse.quality.suites import CHECKED_KINDS, check_table, table_kind
+
+QUALITY_DIR = "quality"
+# Reads during a check skip data files missing from storage: their rows are then absent, and the rules
+# that relate rows (versions touch, one open version, ...) report the keys they belonged to.
+_IGNORE_MISSING_FILES = {"spark.sql.files.ignoreMissingFiles": "true"}
+_SUITE_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class TableVerdict:
+    """The outcome of one table's suite."""
+
+    path: str
+    kind: str
+    version: int
+    suite: str
+    results: tuple[RuleResult, ...]
+
+    @property
+    def success(self) -> bool:
+        return all(result.success for result in self.results)
+
+    def line(self) -> str:
+        """The one-line verdict: PASS/FAIL, the suite, the version, and each failed rule with sample keys."""
+        head = f"[quality] {'PASS' if self.success else 'FAIL'} {self.suite} (version {self.version})"
+        failed = [r for r in self.results if not r.success]
+        if not failed:
+            return f"{head}: {len(self.results)} expectations met"
+        parts = [
+            f"{r.rule.name} ({r.unexpected_count} unexpected, e.g. {', '.join(r.sample_keys)})"
+            for r in failed
+        ]
+        return f"{head}: {len(failed)} of {len(self.results)} failed: " + "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    """Every table's verdict, where the results and the Data Docs went."""
+
+    verdicts: tuple[TableVerdict, ...]
+    results_path: str
+    docs_index: str
+
+    @property
+    def success(self) -> bool:
+        return all(verdict.success for verdict in self.verdicts)
+
+    def lines(self) -> list[str]:
+        """One verdict line per table, then where the Data Docs index is."""
+        return [v.line() for v in self.verdicts] + [f"[quality] Data Docs: {self.docs_index}"]
+
+
+def run_quality(
+    spark: SparkSession,
+    warehouse: str,
+    tables: list[str] | None = None,
+    *,
+    results_path: str | None = None,
+    docs_dir: str | None = None,
+) -> QualityReport:
+    """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite).
+
+    Relative paths resolve against the working directory (:func:`lakehouse.paths.resolve_path`); a
+    relative table that is not a Delta table there is looked up under ``warehouse``. Appends one row
+    per expectation to the results table (default ``<warehouse>/quality/results``, one commit per run)
+    and writes the Data Docs site (default ``<warehouse>/quality/docs``, a local folder).
+
+    Raises:
+        InvalidInputError: a named table is not a Delta table, or its kind has no suite.
+    """
+    warehouse = resolve_path(warehouse).rstrip("/")
+    quality_root = f"{warehouse}/{QUALITY_DIR}"
+    results_path = resolve_path(results_path or f"{quality_root}/results")
+    docs = QualityContext(_local_folder(docs_dir or f"{quality_root}/docs"))
+    paths = [_resolve(spark, warehouse, t) for t in tables] if tables else _discovered(spark, warehouse)
+    run_time = datetime.now(UTC)
+    verdicts = tuple(_check(spark, docs, warehouse, path) for path in paths)
+    append_results(spark, results_path, run_time, verdicts)
+    return QualityReport(verdicts, results_path, docs.build_docs())
+
+
+def _check(spark: SparkSession, docs: QualityContext, warehouse: str, path: str) -> TableVerdict:
+    version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
+    with delta_ops.session_confs(spark, _IGNORE_MISSING_FILES):
+        check = check_table(spark, path, version)
+        suite = _suite_name(check.kind, warehouse, path)
+        violations = check.violations.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            results = docs.validate(suite, check.rules, violations)
+        finally:
+            violations.unpersist()
+    return TableVerdict(path, check.kind, version, suite, tuple(results))
+
+
+def _discovered(spark: SparkSession, warehouse: str) -> list[str]:
+    return [path for path in lakehouse_tables(spark, warehouse) if table_kind(spark, path) in CHECKED_KINDS]
+
+
+def _resolve(spark: SparkSession, warehouse: str, table: str) -> str:
+    candidates = [resolve_path(table)]
+    if "://" not in table and not table.startswith(("/", "file:")):
+        candidates.append(f"{warehouse}/{table}")
+    for candidate in candidates:
+        if DeltaTable.isDeltaTable(spark, candidate):
+            return candidate
+    raise InvalidInputError(f"{table} is not a Delta table (looked at {candidates})")
+
+
+def _suite_name(kind: str, warehouse: str, path: str) -> str:
+    """``<kind>.<path relative to the warehouse>``, in characters that are safe as a file name."""
+    base = warehouse.rstrip("/") + "/"
+    relative = path[len(base) :] if path.startswith(base) else path
+    return f"{kind}." + _SUITE_CHARS.sub(".", relative).strip(".")
+
+
+def _local_folder(path: str) -> str:
+    if path.startswith("file:"):
+        path = "/" + path.removeprefix("file:").lstrip("/")
+    if "://" in path:
+        raise InvalidInputError(f"Data Docs are written to a local folder; {path} is not one (give docs_dir)")
+    return str(Path(path).resolve())

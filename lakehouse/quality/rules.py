@@ -1,0 +1,58 @@
+"""What a quality suite checks: named rules, and a table reduced to the rows that break them.
+
+Every suite has the same shape. A kind-specific function reads the table once and returns its
+**violations**: one row per (rule, offending row) with the columns ``rule``, ``key`` (the offending key as
+text) and ``detail``. Each rule then becomes one Great Expectations expectation, "no violation row of this
+rule", so a table that breaks nothing yields an empty frame and every expectation passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+RULE_COL = "rule"
+KEY_COL = "key"
+DETAIL_COL = "detail"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One invariant of a state table: a stable name (stored in the results) and what it requires."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """A table's rules and its violations (lazy: one Spark pass over the table computes them)."""
+
+    kind: str
+    rules: tuple[Rule, ...]
+    violations: DataFrame
+
+
+def key_text(columns: Sequence[str]) -> Column:
+    """The key columns as one string: the value itself for one column, else JSON of all of them."""
+    if len(columns) == 1:
+        return F.col(columns[0]).cast("string")
+    return F.to_json(F.struct(*columns))
+
+
+def violation_rows(flagged: DataFrame, rules: Sequence[Rule], key: Column, detail: Column) -> DataFrame:
+    """One row per set flag of ``flagged``: its boolean columns named after ``rules`` become rows.
+
+    A NULL flag counts as not set. Rows breaking no rule produce nothing (``explode`` of an empty array).
+    """
+    hits = F.array(*[F.when(F.col(rule.name), F.lit(rule.name)) for rule in rules])
+    broken = F.filter(hits, lambda name: name.isNotNull())
+    return flagged.select(F.explode(broken).alias(RULE_COL), key.alias(KEY_COL), detail.alias(DETAIL_COL))
+
+
+def violations_of(rule: Rule, rows: DataFrame, key: Column, detail: Column) -> DataFrame:
+    """``rows`` (each one breaks ``rule``) in the violations shape."""
+    return rows.select(F.lit(rule.name).alias(RULE_COL), key.alias(KEY_COL), detail.alias(DETAIL_COL))

@@ -1,0 +1,75 @@
+"""The suite of a versioned store (``lakehouse.kind = versioned_store``).
+
+One window over the store (per key, by ``valid_from``) flags every row that breaks a rule:
+
+- ``unique_key_valid_from``: no two versions share ``(key, valid_from)``.
+- ``valid_from_before_valid_to``: ``valid_from < valid_to`` wherever ``valid_to`` is set.
+- ``no_overlap``: a version ends at or before the next version of its key starts (an open version
+  followed by another one overlaps it).
+- ``versions_touch``: consecutive versions touch (``valid_to`` = the next ``valid_from``; no gap).
+- ``one_open_version``: exactly one version per key has ``valid_to`` NULL (flagged once per key).
+- ``segment_of_valid_to``: ``segment = floor(valid_to / segment_interval)`` (NULL for open versions).
+- ``expired_segments_dropped``: nothing is left in a segment below the bound of the last ``expire()``
+  (``floor((stream_time - R) / interval)`` at that time). Open versions live in the NULL segment, which
+  expiry never drops: old latest tombstones are kept by design (see the README).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from lakehouse.quality.rules import Rule, key_text, violation_rows
+from lakehouse.versioned._plan import VALID_FROM, VALID_TO
+from lakehouse.versioned.segments import SEGMENT_COL, segment_column
+from lakehouse.versioned.settings import StoreSettings
+
+KIND = "versioned_store"
+UNIQUE = Rule("unique_key_valid_from", "(key, valid_from) is unique")
+BOUNDS = Rule("valid_from_before_valid_to", "valid_from is before valid_to wherever valid_to is set")
+NO_OVERLAP = Rule("no_overlap", "no two versions of a key overlap")
+TOUCH = Rule("versions_touch", "consecutive versions of a key touch: valid_to = the next valid_from")
+ONE_OPEN = Rule("one_open_version", "exactly one open version (valid_to IS NULL) per key")
+SEGMENT = Rule("segment_of_valid_to", "segment = floor(valid_to / segment_interval), NULL when open")
+
+
+def expiry_rule(bound: int | None) -> Rule:
+    """The retention rule, naming the bound of the last ``expire()`` (None: no expire() recorded)."""
+    what = (
+        "no expire() recorded yet"
+        if bound is None
+        else f"the last expire() dropped the segments below {bound}"
+    )
+    return Rule("expired_segments_dropped", f"no version left in an expired segment ({what})")
+
+
+def versioned_violations(table: DataFrame, settings: StoreSettings, expired_below: int | None) -> DataFrame:
+    """The rows of a versioned store's ``table`` that break a rule, as violation rows (one window pass)."""
+    keys = list(settings.keys)
+    by_time = Window.partitionBy(*keys).orderBy(F.col(VALID_FROM).asc())
+    whole_key = by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    valid_to, segment = F.col(VALID_TO), F.col(SEGMENT_COL)
+    previous_from = F.lag(VALID_FROM, 1).over(by_time)
+    next_from = F.lead(VALID_FROM, 1).over(by_time)
+    open_versions = F.sum(valid_to.isNull().cast("int")).over(whole_key)
+    expired = segment < F.lit(expired_below) if expired_below is not None else F.lit(False)
+    flagged = table.select(
+        *keys,
+        VALID_FROM,
+        VALID_TO,
+        SEGMENT_COL,
+        (previous_from == F.col(VALID_FROM)).alias(UNIQUE.name),
+        (valid_to <= F.col(VALID_FROM)).alias(BOUNDS.name),
+        (next_from.isNotNull() & (valid_to.isNull() | (valid_to > next_from))).alias(NO_OVERLAP.name),
+        (valid_to < next_from).alias(TOUCH.name),
+        (next_from.isNull() & (open_versions != 1)).alias(ONE_OPEN.name),
+        (~segment.eqNullSafe(segment_column(valid_to, settings.interval_us))).alias(SEGMENT.name),
+        expired.alias(expiry_rule(None).name),
+    )
+    detail = F.format_string("valid_from=%s valid_to=%s segment=%s", F.col(VALID_FROM), valid_to, segment)
+    return violation_rows(flagged, versioned_rules(expired_below), key_text(keys), detail)
+
+
+def versioned_rules(expired_below: int | None) -> tuple[Rule, ...]:
+    """The rules of a versioned store's suite, in the order they are reported."""
+    return (UNIQUE, BOUNDS, NO_OVERLAP, TOUCH, ONE_OPEN, SEGMENT, expiry_rule(expired_below))
