@@ -15,6 +15,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
+from lakehouse.state_commands import add_commands as add_state_commands
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--batches", type=int, default=6, help="batches put into the store (>= 3)")
     drill.set_defaults(run=_cmd_failover_drill)
     _add_quality_parser(commands)
+    add_state_commands(commands)
     return parser
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,10 @@ ENV_PREFIX = "LAKEHOUSE_"
 ENV_PROFILE = "LAKEHOUSE_PROFILE"
 ENV_CONFIG = "LAKEHOUSE_CONFIG"
 _LOG_LEVELS = ("ERROR", "WARN", "INFO", "DEBUG")
+#: The top-level TOML table holding one ``[pipeline.<name>]`` job spec per pipeline (not a profile).
+PIPELINE_TABLE = "pipeline"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,9 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     profile = profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
-    chosen = path or env.get(ENV_CONFIG)
-    config_path = Path(chosen) if chosen else default_config_path()
+    config_path = config_file(path, env)
     document = _read_toml(config_path)
-    if profile not in document:
+    if profile not in document or profile == PIPELINE_TABLE:
         raise InvalidConfigError("profile", f"{profile!r} is not in {config_path} (has {sorted(document)})")
     if not isinstance(document[profile], dict):
         raise InvalidConfigError("profile", f"{profile!r} in {config_path} must be a TOML table")
@@ -112,6 +117,49 @@ def _read_toml(path: Traversable) -> dict[str, Any]:
         raise InvalidConfigError("config", f"{str(path)!r} is not valid TOML: {error}") from None
 
 
+def config_file(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Traversable:
+    """The TOML file to read: ``path``, else ``$LAKEHOUSE_CONFIG``, else :func:`default_config_path`."""
+    env = os.environ if environ is None else environ
+    chosen = path or env.get(ENV_CONFIG)
+    return Path(chosen) if chosen else default_config_path()
+
+
+def pipeline_section(name: str, path: str | Path | None = None) -> dict[str, Any]:
+    """The raw ``[pipeline.<name>]`` table of the configuration file (a job spec, see ``lakehouse.pipeline``).
+
+    Raises:
+        InvalidConfigError: the file has no such pipeline (the message lists those it has).
+    """
+    config_path = config_file(path)
+    pipelines = _read_toml(config_path).get(PIPELINE_TABLE, {})
+    if name not in pipelines:
+        raise InvalidConfigError("pipeline", f"{name!r} is not in {config_path} (has {sorted(pipelines)})")
+    return dict(pipelines[name])
+
+
+def typed_values(
+    fields: Mapping[str, dataclasses.Field[Any]], values: Mapping[str, Any], from_text: bool
+) -> dict[str, Any]:
+    """``values`` checked against the types of the dataclass ``fields`` (text from env/CLI parsed first).
+
+    Supported field types: ``str``, ``int``, ``bool``, ``timedelta`` (``"90s"``, ``"10m"``, ``"1h"``,
+    ``"1d"``, ``"250ms"``; ``timedelta | None`` also ``""`` for None), ``tuple[str, ...]`` (a TOML list,
+    or comma-separated text).
+
+    Raises:
+        InvalidConfigError: an unknown key or a value of the wrong type, naming the key.
+    """
+    return {key: _typed(key, raw, from_text, fields) for key, raw in values.items()}
+
+
+def parse_duration(key: str, text: str) -> timedelta:
+    """A duration written as ``<number><unit>`` with unit ``ms``, ``s``, ``m``, ``h`` or ``d``."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise InvalidConfigError(key, f"expected a duration such as '90s', '10m', '1h' or '1d', got {text!r}")
+    return timedelta(**{_DURATION_UNITS[found.group(2)]: float(found.group(1))})
+
+
 def _env_values(env: Mapping[str, str]) -> dict[str, str]:
     values = {}
     for name, raw in env.items():
@@ -126,11 +174,13 @@ def _env_values(env: Mapping[str, str]) -> dict[str, str]:
     return values
 
 
-def _typed(key: str, raw: Any, from_text: bool) -> Any:
+def _typed(
+    key: str, raw: Any, from_text: bool, fields: Mapping[str, dataclasses.Field[Any]] = _FIELDS
+) -> Any:
     """Check ``raw`` against the type of setting ``key``; text (env, CLI) is parsed first."""
-    if key not in _FIELDS:
-        raise InvalidConfigError(key, f"unknown setting; known: {sorted(_FIELDS)}")
-    kind = _FIELDS[key].type
+    if key not in fields:
+        raise InvalidConfigError(key, f"unknown setting; known: {sorted(fields)}")
+    kind = fields[key].type
     if key == "spark":
         if from_text or not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
             raise InvalidConfigError(key, "must be a TOML table of string values")
@@ -144,6 +194,8 @@ def _typed(key: str, raw: Any, from_text: bool) -> Any:
         if not isinstance(raw, int) or isinstance(raw, bool):
             raise InvalidConfigError(key, f"expected an integer, got {type(raw).__name__} {raw!r}")
         return raw
+    if kind in _EXTRA_KINDS:
+        return _EXTRA_KINDS[kind](key, raw, from_text)
     if kind == "tuple[str, ...]":
         items = [p.strip() for p in raw.split(",") if p.strip()] if from_text else raw
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
@@ -152,3 +204,24 @@ def _typed(key: str, raw: Any, from_text: bool) -> Any:
     if not isinstance(raw, str):
         raise InvalidConfigError(key, f"expected a string, got {type(raw).__name__} {raw!r}")
     return raw
+
+
+def _bool(key: str, raw: Any, from_text: bool) -> bool:
+    if from_text and str(raw).lower() in ("true", "false"):
+        return str(raw).lower() == "true"
+    if not isinstance(raw, bool):
+        raise InvalidConfigError(key, f"expected true or false, got {raw!r}")
+    return raw
+
+
+def _duration(key: str, raw: Any, from_text: bool) -> timedelta:
+    if not isinstance(raw, str):
+        raise InvalidConfigError(key, f"expected a duration string such as '10m', got {raw!r}")
+    return parse_duration(key, raw)
+
+
+def _optional_duration(key: str, raw: Any, from_text: bool) -> timedelta | None:
+    return None if raw == "" else _duration(key, raw, from_text)
+
+
+_EXTRA_KINDS = {"bool": _bool, "timedelta": _duration, "timedelta | None": _optional_duration}

@@ -31,6 +31,16 @@ times (``txnAppId``/``txnVersion`` and ``userMetadata``). Re-applying a committe
 same forwarded records against the index as of the version before that commit and writes nothing (a
 missing quarantine append excepted). ``run`` then appends them to a sink with the same batch id as
 ``txnVersion``, so a crash anywhere followed by a re-run yields each record exactly once in the sink.
+
+Exactly-once in the sink also when the *source* re-delivers: a record delivered again under a new batch
+id (or twice in one batch) is still forwarded by ``apply`` (KIP-655's offset-aware replay), but ``run``
+appends a record with a non-null offset only if the sink (and the batch) do not hold its ``(partition,
+offset)`` already (``(topic, partition, offset)`` when the records have a ``topic`` column). Only records
+that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
+null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
+re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
+reads the sink through literal per-partition offset ranges of the checked records (file skipping on the
+offset statistics), and costs nothing when the batch has no such record.
 One writer per index at a time; readers may query it concurrently.
 """
 
@@ -38,6 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -222,10 +233,14 @@ class Deduplicator:
         sink = resolve_path(sink)
         sink_app = self._sink_app_id()
         resolved, stats = self._apply(df, batch_id)
+        rows = _forwarded(resolved, df.columns)
+        if stats.replayed or stats.late or stats.null_ids:
+            rows = _without_redeliveries(resolved, df.columns, sink)
         options = delta_ops.writer_options(sink_app, batch_id, index=self.path)
-        _forwarded(resolved, df.columns).write.format("delta").mode("append").options(**options).save(sink)
+        rows.write.format("delta").mode("append").options(**options).save(sink)
         self._after_commit("sink")
-        return stats
+        self._stats = replace(stats, sink_rows=_rows_appended(self.spark, sink, sink_app, batch_id))
+        return self._stats
 
     def purge(self) -> PurgeResult:
         """Drop every bucket whose entries are all expired, with a metadata-only partition delete.
@@ -472,6 +487,53 @@ def _our_metadata(user_metadata: str | None) -> dict[str, Any] | None:
 
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
+
+
+def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str) -> DataFrame:
+    """The forwarded records less those whose ``(topic,) partition, offset`` the sink or batch holds.
+
+    Plain forwarded records are kept as they are (they cannot be re-deliveries, see the module doc);
+    replayed, late and null-id records with a non-null offset are kept once per offset and only if
+    neither the sink nor this batch's plain forwarded records have that offset.
+    """
+    spark = resolved.sparkSession
+    ids = [c for c in ("topic", PARTITION_COL, OFFSET_COL) if c in columns]
+    decision = F.col(DECISION_COL)
+    fresh = resolved.where(decision == F.lit(_resolve.FORWARDED)).select(*columns)
+    again = resolved.where(decision.isin(_resolve.REPLAYED, _resolve.LATE, _resolve.NULL_ID))
+    unidentified = again.where(F.col(OFFSET_COL).isNull()).select(*columns)
+    identified = again.where(F.col(OFFSET_COL).isNotNull()).select(*columns)
+    held = fresh.select(*ids)
+    if DeltaTable.isDeltaTable(spark, sink):
+        ranges = (
+            identified.groupBy(PARTITION_COL)
+            .agg(F.min(OFFSET_COL).alias("lo"), F.max(OFFSET_COL).alias("hi"))
+            .collect()
+        )
+        in_ranges = " OR ".join(
+            f"(`{PARTITION_COL}` = {r[PARTITION_COL]} AND `{OFFSET_COL}` BETWEEN {r['lo']} AND {r['hi']})"
+            for r in ranges
+        )
+        if in_ranges:
+            held = held.unionByName(spark.read.format("delta").load(sink).where(in_ranges).select(*ids))
+    # The same record delivered twice: keeping one copy is the specified semantics here.
+    kept = identified.dropDuplicates(ids).join(held, on=ids, how="left_anti")
+    return fresh.unionByName(kept).unionByName(unidentified)
+
+
+def _rows_appended(spark: SparkSession, sink: str, app_id: str, batch_id: int) -> int:
+    """Rows the sink commit of ``batch_id`` appended (also when this run's append was a skipped replay)."""
+    newest = DeltaTable.forPath(spark, sink).history(1).select("userMetadata", "operationMetrics").first()
+    if newest is None:
+        raise LakehouseInternalError(f"the sink {sink} has no commit")
+    meta = json.loads(newest["userMetadata"] or "{}").get(delta_ops.METADATA_KEY, {})
+    if meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
+        return int((newest["operationMetrics"] or {}).get("numOutputRows", 0))
+    found = delta_ops.batch_commit(spark, sink, app_id, batch_id)
+    if found is None:
+        raise LakehouseInternalError(f"the sink {sink} has no commit of batch {batch_id}")
+    row = DeltaTable.forPath(spark, sink).history().where(F.col("version") == found[0]).first()
+    return 0 if row is None else int((row["operationMetrics"] or {}).get("numOutputRows", 0))
 
 
 def _count(decision: int) -> Any:

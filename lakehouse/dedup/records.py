@@ -20,6 +20,8 @@ class DedupStats:
         replayed: Forwarded records whose live entry is the record itself (same partition and offset).
         null_ids: Forwarded records with a null id (or id part); never stored.
         saved: Index entries written by the batch (one per id at most).
+        sink_rows: Rows :meth:`Deduplicator.run` appended to the sink (None after ``apply``): the
+            forwarded records less re-deliveries of a record the sink holds already.
     """
 
     batch_id: int | None
@@ -31,6 +33,7 @@ class DedupStats:
     replayed: int
     null_ids: int
     saved: int
+    sink_rows: int | None = None
 
 
 @dataclass(frozen=True)

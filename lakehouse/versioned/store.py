@@ -368,8 +368,40 @@ class VersionedStore:
         return rows.orderBy(*self.settings.keys, VALID_FROM)
 
     def register(self, name: str, temporary: bool = True) -> None:
-        """Make the store queryable by SQL as ``name`` (see :func:`lakehouse.delta_ops.register_table`)."""
+        """Make the store queryable by SQL: the table ``name`` and the table function ``<name>_as_of(t)``.
+
+        ``name`` is the store's table, every stored version, tombstones included: a temporary view or a
+        catalog table as for every state table (see :func:`lakehouse.delta_ops.register_table`).
+        ``<name>_as_of(t TIMESTAMP)`` is a temporary SQL table function returning every key's version valid
+        at ``t`` (``valid_from <= t < valid_to``, tombstones left out) with the expired-read rule of
+        :meth:`as_of` for the stream time the store has when ``register`` is called: a ``t`` older than
+        that stream time minus the history retention is answered by latest versions only. It reads only
+        the segments that can hold ``valid_to > t``, like :meth:`as_of`.
+
+        Raises:
+            InvalidInputError: ``name`` is not an SQL identifier.
+            StoreSettingsConflictError: a managed table already has the name.
+        """
         delta_ops.register_table(self.spark, name, self.path, temporary=temporary)
+        columns = [*self.settings.keys, *self.settings.values]
+        returns = ", ".join(
+            f"`{f.name}` {f.dataType.simpleString()}" for f in self.schema.fields if f.name in columns
+        )
+        stream_time_us = self._stream_time_us()
+        expired = (
+            "FALSE"
+            if stream_time_us is None
+            else f"unix_micros(t) < {stream_time_us - self.settings.retention_us}"
+        )
+        function = f"{name}_as_of"
+        self.spark.sql(
+            f"CREATE OR REPLACE TEMPORARY FUNCTION {function}(t TIMESTAMP) "
+            f"RETURNS TABLE ({returns}, {VALID_FROM} TIMESTAMP, {VALID_TO} TIMESTAMP) RETURN "
+            f"SELECT {', '.join(f'`{c}`' for c in columns)}, {VALID_FROM}, {VALID_TO} FROM {name} "
+            f"WHERE ({SEGMENT_COL} IS NULL OR {SEGMENT_COL} >= floor(unix_micros(t) / "
+            f"{self.settings.interval_us})) AND {VALID_FROM} <= t AND ({VALID_TO} IS NULL OR {VALID_TO} > t) "
+            f"AND NOT {TOMBSTONE} AND (NOT ({expired}) OR {VALID_TO} IS NULL)"
+        )
 
     # ------------------------------------------------------------------ retention
     def expire(self) -> ExpireResult:

@@ -1,0 +1,58 @@
+"""The tables under a warehouse folder, by name, and the file-system helpers that find them.
+
+:func:`find_tables` lists the Delta tables under a folder with a name each (their path relative to the
+folder, ``/`` as ``_``); the helpers reach any file system Spark reaches (local, HDFS, S3) through Hadoop.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from lakehouse import delta_ops
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+_MAX_DEPTH = 4
+KIND_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}kind"
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists on its file system (local, HDFS, S3, ... through Hadoop)."""
+    jvm_path = _hadoop_path(spark, path)
+    return bool(jvm_path.getFileSystem(_hadoop_conf(spark)).exists(jvm_path))
+
+
+def find_tables(spark: SparkSession, root: str) -> dict[str, str]:
+    """Every Delta table under ``root`` (a few levels deep), by name: its relative path with ``_``.
+
+    Folders named ``_*`` or ``.*`` (logs, checkpoints) and partition folders (``col=value``) are skipped.
+    """
+    if not path_exists(spark, root):
+        return {}
+    fs = _hadoop_path(spark, root).getFileSystem(_hadoop_conf(spark))
+    found: dict[str, str] = {}
+    pending = [(_hadoop_path(spark, root), ())]
+    while pending:
+        folder, parts = pending.pop()
+        children = [s for s in fs.listStatus(folder) if s.isDirectory()]
+        names = {c.getPath().getName() for c in children}
+        if "_delta_log" in names and parts:
+            found[_NOT_IDENTIFIER.sub("_", "_".join(parts))] = str(folder.toUri())
+            continue
+        if len(parts) >= _MAX_DEPTH:
+            continue
+        for child in children:
+            name = child.getPath().getName()
+            if not name.startswith(("_", ".")) and "=" not in name:
+                pending.append((child.getPath(), (*parts, name)))
+    return dict(sorted(found.items()))
+
+
+def _hadoop_conf(spark: SparkSession) -> Any:
+    return spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> Any:
+    return spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]

@@ -1,0 +1,94 @@
+"""What one micro-batch (or one maintenance run) of a stage did: one JSON line per batch for schedulers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse import delta_ops
+
+
+@dataclass(frozen=True)
+class BatchMetrics:
+    """The metrics of one micro-batch of one stage.
+
+    Attributes:
+        pipeline / stage: What ran.
+        batch_id: The micro-batch id (Structured Streaming's; None for ``maintain`` and ``assign``).
+        records_in: Records the batch read from its source.
+        records_out: Rows the batch's commit added to the stage's output table.
+        duplicates: Records dropped as duplicates (ingest).
+        late: Records older than stream time minus the interval or retention (ingest: forwarded but not
+            saved; materialize: not put).
+        expired_lookups: Records joined at a time older than the store's retention (enrich).
+        replay: The batch id had been committed before (a re-run after a crash): nothing new written.
+        table: The table the batch wrote (its output).
+        version: That table's Delta version after the batch.
+        seconds: Wall-clock time of the batch.
+        details: Stage-specific numbers (maintenance: files removed, tables compacted, ...).
+    """
+
+    pipeline: str
+    stage: str
+    batch_id: int | None
+    records_in: int = 0
+    records_out: int = 0
+    duplicates: int = 0
+    late: int = 0
+    expired_lookups: int = 0
+    replay: bool = False
+    table: str | None = None
+    version: int | None = None
+    seconds: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The metrics as one JSON line."""
+        values = asdict(self)
+        values["seconds"] = round(self.seconds, 3)
+        return json.dumps(values, sort_keys=True, default=str)
+
+    def describe(self) -> str:
+        """A one-line progress message for people."""
+        batch = "" if self.batch_id is None else f" batch {self.batch_id}"
+        parts = [f"{self.records_in} in", f"{self.records_out} out"]
+        parts += [f"{v} {k}" for k, v in (("duplicates", self.duplicates), ("late", self.late)) if v]
+        if self.expired_lookups:
+            parts.append(f"{self.expired_lookups} expired lookups")
+        parts += [f"{k} {v}" for k, v in self.details.items()]
+        where = "" if self.table is None else f" -> {self.table} v{self.version}"
+        replay = " (replay: nothing new written)" if self.replay else ""
+        return (
+            f"[{self.pipeline}:{self.stage}]{batch}: {', '.join(parts)}{where}{replay} ({self.seconds:.1f}s)"
+        )
+
+
+Emit = Callable[[BatchMetrics], None]
+
+
+def rows_committed(spark: SparkSession, path: str, app_id: str, batch_id: int) -> tuple[int | None, int]:
+    """The version of ``path`` whose commit recorded batch ``batch_id`` of ``app_id``, and its added rows.
+
+    (None, 0) when no commit recorded the batch (e.g. an empty batch that wrote nothing).
+    """
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None, 0
+    found = delta_ops.batch_commit(spark, path, app_id, batch_id)
+    if found is None:
+        return None, 0
+    row = DeltaTable.forPath(spark, path).history().where(f"version = {found[0]}").first()
+    metrics = {} if row is None else row["operationMetrics"] or {}
+    added = metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted") or 0
+    return found[0], int(added)
+
+
+def current_version(spark: SparkSession, path: str) -> int | None:
+    """The table's current version (None if there is no table)."""
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return delta_ops.latest_version(DeltaTable.forPath(spark, path))

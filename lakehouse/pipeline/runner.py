@@ -1,0 +1,65 @@
+"""Run a pipeline's stages: what ``lakehouse run`` and the ``jobs/`` entry points call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import SparkSession
+
+from lakehouse.errors import InvalidInputError
+from lakehouse.pipeline import stages
+from lakehouse.pipeline.metrics import BatchMetrics, Emit
+from lakehouse.pipeline.spec import PipelineSpec
+from lakehouse.pipeline.stream import AfterBatch, Run
+
+#: Every stage in the order ``all`` runs them: the store is current before records are joined with it.
+STAGES: dict[str, Callable[[Run], list[BatchMetrics]]] = {
+    "materialize": stages.materialize,
+    "ingest": stages.ingest,
+    "enrich": stages.enrich,
+    "maintain": stages.maintain,
+    "assign": stages.assign,
+}
+ALL = "all"
+
+
+def stages_of(stage: str, spec: PipelineSpec) -> list[str]:
+    """The stages ``stage`` names (``all``: those the spec has sources or tables for, in order).
+
+    Raises:
+        InvalidInputError: an unknown stage.
+    """
+    if stage == ALL:
+        wanted = {"materialize": bool(spec.changelog), "ingest": bool(spec.records)}
+        wanted["enrich"] = wanted["ingest"] and bool(spec.changelog)
+        return [name for name in STAGES if wanted.get(name, True)]
+    if stage not in STAGES:
+        raise InvalidInputError(f"unknown stage {stage!r}; one of {[*STAGES, ALL]}")
+    return [stage]
+
+
+def run_pipeline(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    stage: str = ALL,
+    emit: Emit = lambda metrics: print(metrics.to_json(), flush=True),
+    after_batch: AfterBatch | None = None,
+) -> list[BatchMetrics]:
+    """Run ``stage`` (or ``all``) of the pipeline once over the input that is new; returns the metrics.
+
+    Each streaming stage processes the input its checkpoint has not seen, in micro-batches, and stops
+    (``trigger(availableNow=True)``); ``emit`` gets each micro-batch's metrics as soon as it is done.
+
+    Raises:
+        LakehouseError: a bad spec or input (nothing of that micro-batch was marked done: re-run it).
+    """
+    run = Run(spark, spec, emit) if after_batch is None else Run(spark, spec, emit, after_batch)
+    done: list[BatchMetrics] = []
+    for name in stages_of(stage, spec):
+        done += STAGES[name](run)
+    return done
+
+
+def stage_names() -> Sequence[str]:
+    """The names ``run`` accepts."""
+    return [*STAGES, ALL]

@@ -1,0 +1,187 @@
+"""A pipeline's job spec: one ``[pipeline.<name>]`` table of ``conf/lakehouse.toml``, typed and checked.
+
+The keys are the same in the TOML file, in ``lakehouse run --spec KEY=VALUE`` and in the jobs'
+``--spec KEY=VALUE``. Unknown keys and values of the wrong type raise :class:`InvalidConfigError` naming
+the key. In paths, ``{warehouse}`` stands for the profile's warehouse; paths without a scheme are
+resolved against the working directory. ``root`` defaults to ``{warehouse}/<name>`` and every table of
+the pipeline lives under it (see :class:`Tables`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from pyspark.sql import types as T
+
+from lakehouse.config import pipeline_section, typed_values
+from lakehouse.errors import InvalidConfigError
+from lakehouse.schemas import load_schema, schema_names
+
+FORMATS = ("delta", "json", "parquet")
+#: Written in a path of the spec, stands for the warehouse of the configuration profile.
+WAREHOUSE = "{warehouse}"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """One pipeline: its sources, the settings of its state tables and where they live.
+
+    Attributes:
+        name: The pipeline (the ``[pipeline.<name>]`` table).
+        root: Folder of the pipeline's tables (default ``<warehouse>/<name>``).
+        checkpoints: Folder of the streaming checkpoints, one per stage (default ``<root>/_checkpoints``).
+        max_files_per_trigger: Source files (or Delta files) per micro-batch; 0 = everything new at once.
+        records / records_format / records_schema: The records to deduplicate: a Delta table or a
+            landing folder of ``json``/``parquet`` files (those need a schema: a name in ``schemas/`` or
+            a DDL string). They need ``partition``, ``offset`` and ``timestamp`` columns.
+        dedup_by / dedup_interval / quarantine: The deduplicator (KIP-655): id columns, interval, and
+            whether dropped duplicates are kept in a quarantine table.
+        changelog / changelog_format / changelog_schema: The table changelog materialized into the
+            versioned store (same kinds of source as ``records``).
+        store_key / store_values: Key and value columns of the versioned store.
+        changelog_timestamp / changelog_deletes / changelog_sequence_by: Event-time column of the
+            changelog, an SQL boolean expression marking tombstones ("" = all values NULL), and an order
+            column when the changelog has no ``partition``/``offset``.
+        history_retention: The store's history retention (KIP-889), also its grace for late updates.
+        join_timestamp / join_prefix / grace: The as-of join of the deduplicated records with the store:
+            their event-time column, a prefix for the added columns, and an optional grace period
+            (KIP-923; "" = join at once).
+        optimize_min_files: ``maintain`` compacts a sink or index (``OPTIMIZE``) once it has this many
+            files (0 = never).
+        assignment_root: Folder of an assignment store the ``assign`` stage assigns ("" = no such stage).
+    """
+
+    name: str
+    root: str = ""
+    checkpoints: str = ""
+    max_files_per_trigger: int = 0
+    records: str = ""
+    records_format: str = "delta"
+    records_schema: str = ""
+    dedup_by: tuple[str, ...] = ("key",)
+    dedup_interval: timedelta = timedelta(days=1)
+    quarantine: bool = True
+    changelog: str = ""
+    changelog_format: str = "delta"
+    changelog_schema: str = ""
+    store_key: tuple[str, ...] = ()
+    store_values: tuple[str, ...] = ()
+    changelog_timestamp: str = "timestamp"
+    changelog_deletes: str = ""
+    changelog_sequence_by: str = ""
+    history_retention: timedelta = timedelta(days=1)
+    join_timestamp: str = "timestamp"
+    join_prefix: str = ""
+    grace: timedelta | None = None
+    optimize_min_files: int = 16
+    assignment_root: str = ""
+
+    def __post_init__(self) -> None:
+        if not _IDENTIFIER.fullmatch(self.name):
+            raise InvalidConfigError(
+                "pipeline", f"a pipeline name must be an SQL identifier, got {self.name!r}"
+            )
+        for key in ("records_format", "changelog_format"):
+            if getattr(self, key) not in FORMATS:
+                raise InvalidConfigError(key, f"must be one of {list(FORMATS)}, got {getattr(self, key)!r}")
+        if self.max_files_per_trigger < 0:
+            raise InvalidConfigError(
+                "max_files_per_trigger", f"must be >= 0, got {self.max_files_per_trigger}"
+            )
+        if self.optimize_min_files < 0:
+            raise InvalidConfigError("optimize_min_files", f"must be >= 0, got {self.optimize_min_files}")
+        if self.changelog and (not self.store_key or not self.store_values):
+            raise InvalidConfigError(
+                "store_key", "a pipeline with a changelog names store_key and store_values"
+            )
+
+    @property
+    def tables(self) -> Tables:
+        """Where the pipeline's tables and checkpoints are."""
+        return Tables(self.root, self.checkpoints or f"{self.root}/_checkpoints")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The paths of a pipeline's tables (all under ``root``) and of its stages' checkpoints."""
+
+    root: str
+    checkpoints: str
+
+    @property
+    def dedup_index(self) -> str:
+        return f"{self.root}/dedup_index"
+
+    @property
+    def quarantine(self) -> str:
+        return f"{self.root}/dedup_quarantine"
+
+    @property
+    def deduped(self) -> str:
+        return f"{self.root}/deduped"
+
+    @property
+    def store(self) -> str:
+        return f"{self.root}/store"
+
+    @property
+    def enriched(self) -> str:
+        return f"{self.root}/enriched"
+
+    @property
+    def pending(self) -> str:
+        return f"{self.root}/enrich_pending"
+
+    def checkpoint(self, stage: str) -> str:
+        return f"{self.checkpoints}/{stage}"
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(PipelineSpec) if f.name != "name"}
+
+
+def spec_from_values(
+    name: str, values: Mapping[str, object], warehouse: str, overrides: Mapping[str, str] | None = None
+) -> PipelineSpec:
+    """The spec of pipeline ``name`` from its TOML ``values`` and ``KEY=VALUE`` text ``overrides``.
+
+    Raises:
+        InvalidConfigError: an unknown key, a value of the wrong type or an inconsistent spec.
+    """
+    typed = {
+        **typed_values(_FIELDS, values, from_text=False),
+        **typed_values(_FIELDS, overrides or {}, from_text=True),
+    }
+    for key in ("root", "checkpoints", "records", "changelog", "assignment_root"):
+        if typed.get(key):
+            typed[key] = absolute(typed[key].replace(WAREHOUSE, warehouse))
+    typed["root"] = typed.get("root") or absolute(f"{warehouse}/{name}")
+    return PipelineSpec(name=name, **typed)
+
+
+def load_pipeline(
+    name: str, warehouse: str, path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+) -> PipelineSpec:
+    """The spec of ``[pipeline.<name>]`` in the configuration file (see :func:`spec_from_values`)."""
+    return spec_from_values(name, pipeline_section(name, path), warehouse, overrides)
+
+
+def absolute(path: str) -> str:
+    """``path`` itself if it is a URI, else resolved against the working directory."""
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+def source_schema(key: str, text: str) -> T.StructType | str:
+    """A landing folder's schema: a schema declared in ``schemas/`` by name, or a DDL string."""
+    if not text:
+        raise InvalidConfigError(key, "a json or parquet landing folder needs a schema (a name or DDL)")
+    if _IDENTIFIER.fullmatch(text):
+        if text not in schema_names():
+            raise InvalidConfigError(key, f"no schema {text!r} in schemas/ (known: {schema_names()})")
+        return load_schema(text)
+    return text

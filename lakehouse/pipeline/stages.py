@@ -1,0 +1,232 @@
+"""The pipeline's stages, each a function of one :class:`~lakehouse.pipeline.stream.Run`.
+
+``ingest``      records source -> Deduplicator.run (seen-ID index, quarantine) -> ``deduped`` sink
+``materialize`` changelog source -> VersionedStore.put_all -> ``store``
+``enrich``      ``deduped`` (a Delta stream) -> as-of join with ``store`` (optional grace) -> ``enriched``
+``maintain``    expire + VACUUM the store, purge the index, OPTIMIZE tables with many small files
+``assign``      assign the latest subscriptions of the assignment store (when the spec names one)
+
+The streaming stages write only through batch-id-keyed commits (see :mod:`lakehouse.pipeline.stream`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+
+from lakehouse import delta_ops
+from lakehouse.asof.grace import asof_join_with_grace
+from lakehouse.asof.join import asof_join_with_stats
+from lakehouse.assignment.job import assign_generation
+from lakehouse.assignment.store import AssignmentStore
+from lakehouse.dedup.deduplicator import Deduplicator
+from lakehouse.errors import InvalidConfigError
+from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
+from lakehouse.pipeline.sources import read_stream
+from lakehouse.pipeline.stream import Run, run_stream
+from lakehouse.versioned.store import VersionedStore
+
+ENRICH_APP_ID = "lakehouse.pipeline.enrich"
+
+
+def ingest(run: Run) -> list[BatchMetrics]:
+    """Deduplicate new records into the ``deduped`` sink, exactly once per record."""
+    spec, tables = run.spec, run.spec.tables
+    source = read_stream(
+        run.spark,
+        "records",
+        spec.records,
+        spec.records_format,
+        spec.records_schema,
+        spec.max_files_per_trigger,
+    )
+    dedup = Deduplicator.create(
+        run.spark,
+        tables.dedup_index,
+        by=spec.dedup_by,
+        interval=spec.dedup_interval,
+        quarantine_path=tables.quarantine if spec.quarantine else None,
+    )
+
+    def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
+        stats = dedup.run(batch, batch_id, sink=tables.deduped)
+        return BatchMetrics(
+            spec.name,
+            "ingest",
+            batch_id,
+            records_in=stats.input,
+            records_out=stats.sink_rows or 0,
+            duplicates=stats.duplicates,
+            late=stats.late,
+            replay=stats.replay,
+            table=tables.deduped,
+            version=current_version(run.spark, tables.deduped),
+            details={"redelivered": stats.forwarded - (stats.sink_rows or 0)},
+        )
+
+    return run_stream(run, "ingest", source, handle)
+
+
+def materialize(run: Run) -> list[BatchMetrics]:
+    """Put new changelog records into the versioned store, one commit per micro-batch."""
+    spec, tables = run.spec, run.spec.tables
+    source = read_stream(
+        run.spark,
+        "changelog",
+        spec.changelog,
+        spec.changelog_format,
+        spec.changelog_schema,
+        spec.max_files_per_trigger,
+    )
+    if not spec.store_key:
+        raise InvalidConfigError("store_key", "materialize needs store_key and store_values")
+    schema = source.select(*spec.store_key, *spec.store_values).schema
+    store = VersionedStore.create(run.spark, tables.store, spec.store_key, schema, spec.history_retention)
+
+    def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
+        result = store.put_all(
+            batch,
+            batch_id=batch_id,
+            sequence_by=spec.changelog_sequence_by or None,
+            deletes=spec.changelog_deletes or None,
+            timestamp=spec.changelog_timestamp,
+        )
+        return BatchMetrics(
+            spec.name,
+            "materialize",
+            batch_id,
+            records_in=result.records,
+            records_out=result.rows_written,
+            late=result.dropped,
+            replay=result.replayed,
+            table=tables.store,
+            version=current_version(run.spark, tables.store),
+            details={"stream_time": str(result.stream_time)},
+        )
+
+    return run_stream(run, "materialize", source, handle)
+
+
+def enrich(run: Run) -> list[BatchMetrics]:
+    """Join new deduplicated records with the store as of their time into ``enriched``, exactly once."""
+    spec, tables = run.spec, run.spec.tables
+    if not DeltaTable.isDeltaTable(run.spark, tables.store):
+        raise InvalidConfigError("changelog", f"no versioned store at {tables.store}: run materialize first")
+    source = read_stream(run.spark, "deduped", tables.deduped, "delta", "", spec.max_files_per_trigger)
+    store = VersionedStore.open(run.spark, tables.store)
+    handle = _join_with_grace(run, store) if spec.grace is not None else _join_now(run, store)
+    return run_stream(run, "enrich", source, handle)
+
+
+def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], BatchMetrics]:
+    spec, tables = run.spec, run.spec.tables
+
+    def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
+        joined = asof_join_with_stats(batch, store, timestamp=spec.join_timestamp, prefix=spec.join_prefix)
+        before = current_version(run.spark, tables.enriched)
+        options = delta_ops.writer_options(ENRICH_APP_ID, batch_id)
+        joined.frame.write.format("delta").mode("append").options(**options).save(tables.enriched)
+        version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id)
+        return BatchMetrics(
+            spec.name,
+            "enrich",
+            batch_id,
+            records_in=joined.stats.records,
+            records_out=rows,
+            expired_lookups=joined.stats.expired_lookups,
+            replay=version is not None and before is not None and version <= before,
+            table=tables.enriched,
+            version=version,
+        )
+
+    return handle
+
+
+def _join_with_grace(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], BatchMetrics]:
+    spec, tables = run.spec, run.spec.tables
+    assert spec.grace is not None
+
+    def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
+        result = asof_join_with_grace(
+            batch,
+            store,
+            grace=spec.grace,
+            pending_path=tables.pending,
+            sink_path=tables.enriched,
+            batch_id=batch_id,
+            timestamp=spec.join_timestamp,
+            prefix=spec.join_prefix,
+        )
+        return BatchMetrics(
+            spec.name,
+            "enrich",
+            batch_id,
+            records_in=batch.count(),
+            records_out=result.emitted,
+            replay=result.replayed,
+            table=tables.enriched,
+            version=current_version(run.spark, tables.enriched),
+            details={"pending": result.pending, "cutoff": str(result.cutoff)},
+        )
+
+    return handle
+
+
+def maintain(run: Run) -> list[BatchMetrics]:
+    """Expire and VACUUM the store, purge the dedup index, compact tables of many small files."""
+    spark, spec, tables = run.spark, run.spec, run.spec.tables
+    start = time.monotonic()
+    details: dict[str, object] = {}
+    if DeltaTable.isDeltaTable(spark, tables.store):
+        store = VersionedStore.open(spark, tables.store)
+        expired = store.expire()
+        details["expired_versions"] = expired.removed_rows
+        details["vacuumed_files"] = store.vacuum()
+    if DeltaTable.isDeltaTable(spark, tables.dedup_index):
+        details["purged_entries"] = Deduplicator.open(spark, tables.dedup_index).purge().rows_removed
+    compacted = [
+        path.rsplit("/", 1)[-1]
+        for path in (tables.deduped, tables.enriched, tables.store, tables.dedup_index, tables.quarantine)
+        if _optimize_if_fragmented(run, path)
+    ]
+    details["optimized"] = ",".join(compacted) or "none"
+    metrics = BatchMetrics(spec.name, "maintain", None, seconds=time.monotonic() - start, details=details)
+    run.emit(metrics)
+    return [metrics]
+
+
+def _optimize_if_fragmented(run: Run, path: str) -> bool:
+    """OPTIMIZE (bin-packing, ``dataChange=false``) once the table has ``optimize_min_files`` files."""
+    threshold = run.spec.optimize_min_files
+    if not threshold or not DeltaTable.isDeltaTable(run.spark, path):
+        return False
+    if int(delta_ops.table_detail(run.spark, path)["numFiles"]) < threshold:
+        return False
+    DeltaTable.forPath(run.spark, path).optimize().executeCompaction()
+    return True
+
+
+def assign(run: Run) -> list[BatchMetrics]:
+    """Assign the latest subscriptions of the spec's assignment store (nothing until it has some)."""
+    spec = run.spec
+    if not spec.assignment_root or not DeltaTable.isDeltaTable(
+        run.spark, f"{spec.assignment_root}/subscriptions"
+    ):
+        return []
+    store = AssignmentStore.open(run.spark, spec.assignment_root)
+    outcome = assign_generation(store)
+    metrics = BatchMetrics(
+        spec.name,
+        "assign",
+        None,
+        records_in=len(outcome.subscription.clients),
+        records_out=len(outcome.result.moves),
+        replay=not outcome.written,
+        table=store.assignment_path,
+        details={"generation": outcome.subscription.generation, "warmups": len(outcome.warmups)},
+    )
+    run.emit(metrics)
+    return [metrics]

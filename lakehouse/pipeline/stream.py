@@ -1,0 +1,80 @@
+"""Running one stage as a Structured Streaming query: ``trigger(availableNow=True)`` + ``foreachBatch``.
+
+The query reads what its source has that the stage's checkpoint has not seen, in micro-batches, and stops.
+Spark writes each micro-batch's offsets to the checkpoint *before* running it and marks it done *after*,
+so a run killed anywhere re-runs its last micro-batch with the same batch id and the same records on
+the next run. The stage's writes are keyed by that batch id (Delta ``txnAppId``/``txnVersion`` and the
+state tables' own batch records), so the re-run leaves every table as one uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from lakehouse.errors import LakehouseError
+from lakehouse.pipeline.metrics import BatchMetrics, Emit
+from lakehouse.pipeline.spec import PipelineSpec
+
+#: Called after each micro-batch's commits, before Spark marks the batch done (crash-injection tests).
+AfterBatch = Callable[[str, int], None]
+
+
+class StageFailedError(LakehouseError, RuntimeError):
+    """A stage's streaming query failed for a reason that is not a lakehouse error."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every stage of one run shares."""
+
+    spark: SparkSession
+    spec: PipelineSpec
+    emit: Emit
+    after_batch: AfterBatch = lambda stage, batch_id: None
+
+
+Handler = Callable[[DataFrame, int], BatchMetrics]
+
+
+def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list[BatchMetrics]:
+    """Run ``handle`` on every micro-batch of ``source`` not yet done, then stop; returns their metrics.
+
+    Raises:
+        The exception ``handle`` raised (a lakehouse error stays itself), else :class:`StageFailedError`
+        with the first line of Spark's.
+    """
+    done: list[BatchMetrics] = []
+    failures: list[BaseException] = []
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        start = time.monotonic()
+        try:
+            metrics = handle(batch, batch_id)
+            run.after_batch(stage, batch_id)
+        except BaseException as error:
+            failures.append(error)
+            raise
+        metrics = replace(metrics, seconds=time.monotonic() - start)
+        done.append(metrics)
+        run.emit(metrics)
+
+    query = (
+        source.writeStream.queryName(f"{run.spec.name}_{stage}")
+        .foreachBatch(each_batch)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", run.spec.tables.checkpoint(stage))
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as error:
+        if failures:
+            raise failures[0] from None
+        reason = (str(error).strip().splitlines() or ["unknown error"])[0]
+        raise StageFailedError(f"stage {stage} of pipeline {run.spec.name} failed: {reason}") from None
+    return done

@@ -1,0 +1,80 @@
+"""Tiny landing folders and a pipeline spec over them, for the pipeline tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from lakehouse.pipeline import PipelineSpec, spec_from_values
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+RECORDS_DDL = (
+    "key string, txn_id string, currency string, amount double, topic string, partition int, "
+    "offset long, timestamp timestamp"
+)
+CHANGELOG_DDL = (
+    "currency string, rate double, deleted boolean, event_time timestamp, partition int, offset long"
+)
+
+
+def at(minutes: float) -> str:
+    """``T0`` plus ``minutes`` as an ISO timestamp (as JSON carries it)."""
+    return (T0 + timedelta(minutes=minutes)).isoformat()
+
+
+def land(folder: Path, name: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Write one JSON-lines file into a landing folder (written aside, then renamed: atomic)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{name}.tmp"
+    partial.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    partial.rename(folder / f"{name}.json")
+
+
+def txn(n: int, currency: str, minute: float, offset: int, partition: int = 0) -> dict[str, Any]:
+    return {
+        "key": f"t{n}",
+        "txn_id": f"t{n}",
+        "currency": currency,
+        "amount": 10.0 * (n + 1),
+        "topic": "transactions",
+        "partition": partition,
+        "offset": offset,
+        "timestamp": at(minute),
+    }
+
+
+def rate(currency: str, value: float | None, minute: float, offset: int) -> dict[str, Any]:
+    return {
+        "currency": currency,
+        "rate": value,
+        "deleted": value is None,
+        "event_time": at(minute),
+        "partition": 0,
+        "offset": offset,
+    }
+
+
+def spec(tmp_path: Path, **overrides: Any) -> PipelineSpec:
+    """A pipeline over ``tmp_path/landing/{transactions,rates}`` with its tables under ``tmp_path/wh``."""
+    values: dict[str, Any] = {
+        "records": str(tmp_path / "landing" / "transactions"),
+        "records_format": "json",
+        "records_schema": RECORDS_DDL,
+        "dedup_by": ["txn_id"],
+        "dedup_interval": "1h",
+        "changelog": str(tmp_path / "landing" / "rates"),
+        "changelog_format": "json",
+        "changelog_schema": CHANGELOG_DDL,
+        "store_key": ["currency"],
+        "store_values": ["rate"],
+        "changelog_timestamp": "event_time",
+        "changelog_deletes": "deleted",
+        "history_retention": "1h",
+        "join_prefix": "rate_",
+        "max_files_per_trigger": 1,
+        **overrides,
+    }
+    return spec_from_values("tiny", values, str(tmp_path / "wh"))

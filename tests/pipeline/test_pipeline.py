@@ -1,0 +1,70 @@
+"""The pipeline end to end on tiny landing folders: two runs, and a crash between commits re-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.pipeline import BatchMetrics, run_pipeline
+from tests.pipeline.helpers import land, rate, spec, txn
+
+
+class CrashError(Exception):
+    """Injected after a micro-batch's commits, before Spark marks the batch done."""
+
+
+def _rows(spark: SparkSession, path: str, *columns: str) -> list[tuple[object, ...]]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).select(*columns).collect())
+
+
+@pytest.mark.slow
+def test_second_run_sees_new_files_only_and_a_crashed_batch_reruns_exactly_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    land(landing / "rates", "r0", [rate("EUR", 1.1, 0, 0), rate("GBP", 1.3, 1, 1)])
+    land(landing / "rates", "r1", [rate("EUR", 1.2, 10, 2)])
+    # t0 carries the same record twice (same partition and offset) and t1 a duplicate of t0's id.
+    land(landing / "transactions", "t0", [txn(0, "EUR", 5, 0), txn(1, "GBP", 6, 1), txn(0, "EUR", 5, 0)])
+    land(landing / "transactions", "t1", [txn(2, "EUR", 12, 2), txn(0, "EUR", 7, 3)])
+    pipeline = spec(tmp_path)
+    first: list[BatchMetrics] = []
+    run_pipeline(spark, pipeline, "all", emit=first.append)
+    ingest = [m for m in first if m.stage == "ingest"]
+    assert [(m.batch_id, m.records_in, m.records_out, m.duplicates) for m in ingest] == [
+        (0, 3, 2, 0),
+        (1, 2, 1, 1),
+    ]
+    assert [m.batch_id for m in first if m.stage == "materialize"] == [0, 1]
+
+    # Second run: one new file of records (one is a re-delivery of t1's offset 2) and one of rates.
+    land(landing / "transactions", "t2", [txn(3, "EUR", 15, 4), txn(2, "EUR", 12, 2)])
+    land(landing / "rates", "r2", [rate("EUR", 1.3, 14, 3)])
+
+    def crash_once(stage: str, batch_id: int) -> None:
+        if (stage, batch_id) == ("ingest", 2) and not crashed:
+            crashed.append(batch_id)
+            raise CrashError(stage)
+
+    crashed: list[int] = []
+    with pytest.raises(CrashError):
+        run_pipeline(spark, pipeline, "all", emit=lambda m: None, after_batch=crash_once)
+    second: list[BatchMetrics] = []
+    run_pipeline(spark, pipeline, "all", emit=second.append, after_batch=crash_once)
+    by_stage = {(m.stage, m.batch_id): m for m in second}
+    assert by_stage["ingest", 2].replay and by_stage["ingest", 2].records_in == 2
+    assert ("ingest", 1) not in by_stage and ("materialize", 1) not in by_stage
+    assert sum(m.records_in for m in second if m.stage == "enrich") == 1
+
+    tables = pipeline.tables
+    assert _rows(spark, tables.deduped, "txn_id", "offset") == [("t0", 0), ("t1", 1), ("t2", 2), ("t3", 4)]
+    assert _rows(spark, tables.enriched, "txn_id", "rate_rate") == [
+        ("t0", 1.1),
+        ("t1", 1.3),
+        ("t2", 1.2),
+        ("t3", 1.3),
+    ]
+    assert _rows(spark, tables.quarantine, "txn_id", "offset") == [("t0", 3)]
+    assert len(_rows(spark, tables.store, "currency", "valid_from")) == 4
