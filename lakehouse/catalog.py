@@ -20,8 +20,7 @@ KIND_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}kind"
 
 def path_exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists on its file system (local, HDFS, S3, ... through Hadoop)."""
-    jvm_path = _hadoop_path(spark, path)
-    return bool(jvm_path.getFileSystem(_hadoop_conf(spark)).exists(jvm_path))
+    return bool(hadoop_fs(spark, path).exists(hadoop_path(spark, path)))
 
 
 def find_tables(spark: SparkSession, root: str) -> dict[str, str]:
@@ -31,9 +30,9 @@ def find_tables(spark: SparkSession, root: str) -> dict[str, str]:
     """
     if not path_exists(spark, root):
         return {}
-    fs = _hadoop_path(spark, root).getFileSystem(_hadoop_conf(spark))
+    fs = hadoop_fs(spark, root)
     found: dict[str, str] = {}
-    pending = [(_hadoop_path(spark, root), ())]
+    pending: list[tuple[Any, tuple[str, ...]]] = [(hadoop_path(spark, root), ())]
     while pending:
         folder, parts = pending.pop()
         children = [s for s in fs.listStatus(folder) if s.isDirectory()]
@@ -50,9 +49,19 @@ def find_tables(spark: SparkSession, root: str) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def _hadoop_conf(spark: SparkSession) -> Any:
-    return spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-
-
-def _hadoop_path(spark: SparkSession, path: str) -> Any:
+def hadoop_path(spark: SparkSession, path: str) -> Any:
+    """``path`` as a Hadoop ``Path`` (a JVM object)."""
     return spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+
+
+def hadoop_fs(spark: SparkSession, path: str) -> Any:
+    """The Hadoop ``FileSystem`` of ``path`` (local, HDFS, S3, ...; a JVM object)."""
+    conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    return hadoop_path(spark, path).getFileSystem(conf)
+
+
+def list_files(spark: SparkSession, folder: str) -> list[Any]:
+    """The ``FileStatus`` of every entry of ``folder`` (none if it does not exist)."""
+    if not path_exists(spark, folder):
+        return []
+    return list(hadoop_fs(spark, folder).listStatus(hadoop_path(spark, folder)))

@@ -86,7 +86,7 @@ def test_tables_sql_and_store_commands(warehouse: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out.splitlines()
     assert [line.split() for line in out[2:]] == [["EUR", "1.12"], ["GBP", "1.27"], ["(2", "rows)"]]
 
-    assert main([*where, "store", "get", "rates", "EUR", "--as-of", "2024-01-01T00:16:00"]) == 0
+    assert main([*where, "store", "get", "rates", "EUR", "--as-of", "2024-01-01T00:25:00"]) == 0
     assert capsys.readouterr().out.splitlines()[2].split()[0] == "1.12"
     assert main([*where, "store", "history", "rates", "EUR"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "(3 rows)"

@@ -1,11 +1,11 @@
-"""A stage's input as a streaming DataFrame: a Delta table or a landing folder of JSON/Parquet files."""
+"""Stage inputs: a Delta table or a landing folder of JSON/Parquet files, read as a stream; landing files."""
 
 from __future__ import annotations
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.catalog import path_exists
+from lakehouse.catalog import hadoop_fs, hadoop_path, list_files, path_exists
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline.spec import source_schema
 
@@ -36,3 +36,27 @@ def read_stream(
     elif not DeltaTable.isDeltaTable(spark, path):
         raise InvalidConfigError(key, f"no Delta table at {path}")
     return reader.load(path)
+
+
+def land_files(df: DataFrame, folder: str, fmt: str, name: str) -> int:
+    """Write ``df`` as new ``fmt`` files ``<name>-*`` into the landing ``folder``, atomically per file.
+
+    The files are written to ``<folder>/_staging/<name>`` first (a folder the file source ignores) and
+    then renamed into ``folder``, so a stage never reads a half-written file. Landing ``name`` again is a
+    no-op (its files are there already), so a re-run lands nothing new. Returns the files landed.
+    """
+    spark = df.sparkSession
+    if any(status.getPath().getName().startswith(f"{name}-") for status in list_files(spark, folder)):
+        return 0
+    staging = f"{folder}/_staging/{name}"
+    df.write.mode("overwrite").format(fmt).save(staging)
+    fs = hadoop_fs(spark, folder)
+    landed = 0
+    for status in list_files(spark, staging):
+        file_name = status.getPath().getName()
+        if file_name.startswith(("_", ".")):
+            continue
+        fs.rename(status.getPath(), hadoop_path(spark, f"{folder}/{name}-{file_name}"))
+        landed += 1
+    fs.delete(hadoop_path(spark, staging), True)
+    return landed
