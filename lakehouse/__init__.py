@@ -43,6 +43,7 @@ from lakehouse.errors import (
     SparkSetupError,
     StoreSettingsConflictError,
 )
+from lakehouse.pipeline import BatchMetrics, PipelineSpec, load_pipeline, run_pipeline, spec_from_values
 from lakehouse.quality import QualityReport, TableVerdict, mark_enriched, run_quality
 from lakehouse.replica import (
     ChangeDataFeedDisabledError,
@@ -75,6 +76,7 @@ __all__ = [
     "AssignmentInputError",
     "AssignmentResult",
     "AssignmentStore",
+    "BatchMetrics",
     "ChangeDataFeedDisabledError",
     "ClientState",
     "ColumnClashError",
@@ -91,6 +93,7 @@ __all__ = [
     "LakehouseInternalError",
     "NoSubscriptionsError",
     "NotAReplicaError",
+    "PipelineSpec",
     "PurgeResult",
     "PutAllResult",
     "PutResult",
@@ -121,10 +124,13 @@ __all__ = [
     "catch_up",
     "default_segment_interval",
     "get_spark",
+    "load_pipeline",
     "load_settings",
     "mark_enriched",
     "run_assignment",
+    "run_pipeline",
     "run_quality",
+    "spec_from_values",
     "task_lags",
     "validate_assignment",
 ]

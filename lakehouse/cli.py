@@ -16,15 +16,9 @@ from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
 from lakehouse.state_commands import add_commands as add_state_commands
+from lakehouse.state_commands import key_value as _key_value
 
 Command = Callable[[argparse.Namespace, Settings], int]
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def _cmd_version(args: argparse.Namespace, settings: Settings) -> int:

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from lakehouse.config import pipeline_section, typed_values
 from lakehouse.errors import InvalidConfigError
+from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, schema_names
 
 FORMATS = ("delta", "json", "parquet")
@@ -159,8 +160,8 @@ def spec_from_values(
     }
     for key in ("root", "checkpoints", "records", "changelog", "assignment_root"):
         if typed.get(key):
-            typed[key] = absolute(typed[key].replace(WAREHOUSE, warehouse))
-    typed["root"] = typed.get("root") or absolute(f"{warehouse}/{name}")
+            typed[key] = resolve_path(typed[key].replace(WAREHOUSE, warehouse))
+    typed["root"] = typed.get("root") or resolve_path(f"{warehouse}/{name}")
     return PipelineSpec(name=name, **typed)
 
 
@@ -169,11 +170,6 @@ def load_pipeline(
 ) -> PipelineSpec:
     """The spec of ``[pipeline.<name>]`` in the configuration file (see :func:`spec_from_values`)."""
     return spec_from_values(name, pipeline_section(name, path), warehouse, overrides)
-
-
-def absolute(path: str) -> str:
-    """``path`` itself if it is a URI, else resolved against the working directory."""
-    return path if "://" in path else str(Path(path).expanduser().resolve())
 
 
 def source_schema(key: str, text: str) -> T.StructType | str:
