@@ -7,6 +7,7 @@ Each is a small function of the parsed arguments and the settings, added to the 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+from pyspark.logger import PySparkLogger
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.catalog import find_tables
@@ -26,6 +28,8 @@ from lakehouse.tables import describe_all, register_all
 from lakehouse.versioned.store import VersionedStore
 
 DEFAULT_LIMIT = 100
+#: PySpark's logger of the SQL context of a failed query (pyspark.errors.exceptions.base).
+_QUERY_CONTEXT_LOGGER = "SQLQueryContextLogger"
 
 
 class SparkQueryError(LakehouseError, RuntimeError):
@@ -34,7 +38,14 @@ class SparkQueryError(LakehouseError, RuntimeError):
 
 @contextmanager
 def one_line_errors(verbose: bool) -> Iterator[None]:
-    """Turn Spark's errors into a :class:`SparkQueryError` of one line, unless ``verbose``."""
+    """Turn Spark's errors into a :class:`SparkQueryError` of one line, unless ``verbose``.
+
+    PySpark also logs a failed query's context as an ERROR line of JSON; that log is silenced too.
+    """
+    context_log = PySparkLogger.getLogger(_QUERY_CONTEXT_LOGGER)
+    level = context_log.level
+    if not verbose:
+        context_log.setLevel(logging.CRITICAL)
     try:
         yield
     except (PySparkException, Py4JJavaError) as error:
@@ -42,6 +53,8 @@ def one_line_errors(verbose: bool) -> Iterator[None]:
             raise
         text = str(error.java_exception) if isinstance(error, Py4JJavaError) else str(error)
         raise SparkQueryError((text.strip().splitlines() or [type(error).__name__])[0]) from None
+    finally:
+        context_log.setLevel(level)
 
 
 def _spark(args: argparse.Namespace, settings: Settings) -> SparkSession:

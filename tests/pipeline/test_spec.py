@@ -8,6 +8,7 @@ import pytest
 from lakehouse.config import load_settings
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline import load_pipeline, spec_from_values
+from lakehouse.pipeline.job import main as job_main
 from lakehouse.pipeline.runner import stages_of
 
 
@@ -54,3 +55,9 @@ def test_packaged_demo_pipeline_loads_and_unknown_pipeline_is_named(tmp_path: Pa
     assert stages_of("all", spec) == ["materialize", "ingest", "enrich", "maintain", "assign"]
     with pytest.raises(InvalidConfigError, match="'nope' is not in"):
         load_pipeline("nope", settings.warehouse)
+
+
+def test_job_fails_with_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert job_main("ingest", ["--pipeline", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ingest: error:") and "'nope'" in err
