@@ -83,6 +83,8 @@ class Replica:
         self.source_id = source_id
         #: Called with a step name after each replica commit of ``sync``; crash-injection tests raise here.
         self._after_commit: Any = lambda step: None
+        self._source: tuple[SourceKind, tuple[str, ...]] | None = None
+        self._source_id_now = source_id
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -238,7 +240,10 @@ class Replica:
         before = self.checkpoint()
         problem = self._replica_problem(before)
         if before is None or problem is not None:
-            return self._rebuild(max(target, before or 0) if problem else target, before, problem, started)
+            # A checkpoint never goes back, unless the source was replaced (its versions restart).
+            same_source = self._source_id_now == self.source_id
+            at = max(target, before) if same_source and before is not None else target
+            return self._rebuild(at, before, problem, started)
         if before >= target:
             return SyncResult(before, before, 0, 0, 0, 0, False, None, time.monotonic() - started)
         commits = _history.source_commits(self.spark, self.source_path, after=before)
@@ -285,10 +290,20 @@ class Replica:
         return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.source_path))
 
     def _current_source_id(self) -> str:
-        return str(delta_ops.table_detail(self.spark, self.source_path)["id"])
+        """The source table's id now (one DESCRIBE DETAIL, which also refreshes what :meth:`_kind` knows)."""
+        detail = delta_ops.table_detail(self.spark, self.source_path)
+        self._source_id_now = str(detail["id"])
+        self._source = (
+            source_kind(self.source_path, dict(detail["properties"])),
+            tuple(detail["partitionColumns"]),
+        )
+        return str(detail["id"])
 
     def _kind(self) -> SourceKind:
-        return source_kind(self.source_path, delta_ops.table_properties(self.spark, self.source_path))
+        if self._source is None:
+            self._current_source_id()
+        assert self._source is not None
+        return self._source[0]
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
         """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
@@ -337,7 +352,8 @@ class Replica:
         options = delta_ops.commit_options(
             *self._commit(commits, kind, target, "restore", source_id if moves else None)
         )
-        partitions = tuple(delta_ops.table_detail(self.spark, self.source_path)["partitionColumns"])
+        assert self._source is not None
+        partitions = self._source[1]
         with self._no_missing_files():
             (
                 rows.write.format("delta")

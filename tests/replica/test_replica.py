@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
@@ -235,3 +241,48 @@ def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
     with no_reinit():
         assert not kept.sync().restored
     assert_equals_source(kept)
+
+
+@pytest.mark.slow
+@SLOW_SETTINGS
+@given(st.floats(0.0, 1.0))
+def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, fraction: float
+) -> None:
+    root = tmp_path_factory.mktemp("kill")
+    store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    replica = Replica.create(spark, store.path, str(root / "r"), Shard(0, 1))
+    replica.sync()
+    put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
+    store.expire()
+    put(store, [("b", None, 50, 0, 4)], 2)
+    marker = root / "marker"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("sync_child.py")),
+            replica.path,
+            str(marker),
+            str(root),
+        ],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(fraction * 20)  # somewhere inside the sync (it takes seconds: several Spark jobs)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the child's own process group: python and its JVM
+        child.wait()
+    assert_equals_source(replica)  # whatever committed is a consistent source version
+    replica.sync()
+    assert (
+        replica.checkpoint()
+        == store.table().sparkSession.sql(f"DESCRIBE HISTORY delta.`{store.path}` LIMIT 1").first()["version"]
+    )
+    assert_equals_source(replica)

@@ -1,0 +1,134 @@
+"""Replica benchmark: catch-up cost grows with the changes, not the table (issue 13).
+
+Two versioned stores with the same keys: a small one (``--keys`` keys, one version each) and a large one
+(the same keys, ``--versions`` versions each). The same change set (a new version for ``--changed`` keys)
+is put into both; a caught-up whole-table replica of each then syncs it (timed). Finally the large store's
+table is restored from nothing into a fresh replica (timed) and compared with the incremental sync.
+
+Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000
+--versions 10 --changed 50000]``; writes ``bench/RESULTS_replica.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.config import load_settings
+from lakehouse.replica import Replica
+from lakehouse.session import get_spark
+from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.segments import segment_column
+
+SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
+STEP_S = 1800
+RETENTION = timedelta(days=365)
+INTERVAL = timedelta(hours=6)
+
+
+def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> VersionedStore:
+    """A store of ``keys`` x ``versions`` versions written with one append (its CDF records the inserts)."""
+    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL)
+    rows = spark.range(keys * versions).select(
+        (F.col("id") % keys).alias("k"), (F.col("id") / keys).cast("long").alias("n"), F.rand(1).alias("v")
+    )
+    to = F.when(F.col("n") < versions - 1, F.timestamp_seconds((F.col("n") + 1) * STEP_S))
+    table = rows.select(
+        "k",
+        F.timestamp_seconds(F.col("n") * STEP_S).alias("valid_from"),
+        to.alias("valid_to"),
+        segment_column(to, int(INTERVAL.total_seconds() * 1e6)).alias("segment"),
+        F.lit(False).alias("tombstone"),
+        "v",
+    )
+    meta = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": 0, "stream_time_us": %d}}'
+    table.write.format("delta").mode("append").option(
+        "userMetadata", meta % ((versions - 1) * STEP_S * 1_000_000)
+    ).save(path)
+    return store
+
+
+def change_set(spark: SparkSession, changed: int, at_s: int):
+    """A new version for keys ``0 .. changed - 1`` at ``at_s`` (after every stored version)."""
+    return spark.range(changed).select(
+        F.col("id").alias("k"),
+        F.rand(7).alias("v"),
+        F.timestamp_seconds(F.lit(at_s)).alias("timestamp"),
+        F.col("id").alias("seq"),
+    )
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--versions", type=int, default=10)
+    parser.add_argument("--changed", type=int, default=50_000)
+    args = parser.parse_args()
+    settings = load_settings("local", overrides={"log_level": "ERROR"})
+    spark = get_spark({"spark.ui.enabled": "false"}, settings)
+    root = Path(tempfile.mkdtemp(prefix="bench_replica_"))
+    try:
+        results = {}
+        for name, versions in (("small", 1), ("large", args.versions)):
+            store = bulk_store(spark, str(root / f"{name}_src"), args.keys, versions)
+            replica = Replica.create(spark, store.path, str(root / f"{name}_replica"))
+            restore_s, _ = timed(replica.sync)
+            store.put_all(
+                change_set(spark, args.changed, args.versions * STEP_S), batch_id=1, sequence_by="seq"
+            )
+            sync_s, result = timed(replica.sync)
+            results[name] = (args.keys * versions, restore_s, sync_s, result)
+        large = VersionedStore.open(spark, str(root / "large_src"))
+        cold = Replica.create(spark, large.path, str(root / "large_cold"))
+        cold_s, cold_result = timed(cold.sync)
+        write(args, results, cold_s, cold_result)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def write(args, results, cold_s: float, cold_result) -> None:
+    small, large = results["small"], results["large"]
+    load = os.getloadavg()
+    lines = [
+        "# Replica benchmark (issue 13)",
+        "",
+        "Command: `flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py "
+        f"--keys {args.keys} --versions {args.versions} --changed {args.changed}`",
+        f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores); {sys.version.split()[0]}",
+        "",
+        "| store rows | initial restore (s) | sync of the same change set (s) | change rows applied |",
+        "|---:|---:|---:|---:|",
+        *(
+            f"| {rows:,} | {restore:.1f} | {sync:.1f} | {result.rows:,} |"
+            for rows, restore, sync, result in (small, large)
+        ),
+        "",
+        f"- Same change set, {large[0]:,}-row vs {small[0]:,}-row store: {large[2] / small[2]:.2f}x "
+        "(target <= 1.3x).",
+        f"- Incremental sync of {large[3].rows:,} change rows vs a cold restore of the {large[0]:,}-row "
+        f"store ({cold_result.rows:,} rows, {cold_s:.1f} s): {cold_s / large[2]:.1f}x faster "
+        "(target >= 10x).",
+    ]
+    Path(__file__).with_name("RESULTS_replica.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
