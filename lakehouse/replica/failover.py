@@ -142,8 +142,11 @@ def run_failover_drill(
     second = _generation(assignments, 2, survivors, tasks)
     promoted = second.active_owners()[task]
     had_replica = task in held[promoted]
-    replica = held[promoted].get(task) or _replica(spark, root, store, promoted, task, partitions)
-    results = catch_up(second.clients[promoted], {**held[promoted], task: replica})
+    for new_task in second.clients[promoted].roles():  # tasks it holds from this generation on
+        if new_task not in held[promoted]:
+            held[promoted][new_task] = _replica(spark, root, store, promoted, new_task, partitions)
+    replica = held[promoted][task]
+    results = catch_up(second.clients[promoted], held[promoted])
     synced = next(result for t, _, result in results if t == task)
     cold = _replica(spark, root, store, "cold", task, partitions)
     restored = cold.restore(synced.checkpoint)
