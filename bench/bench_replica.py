@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--changed", type=int, default=50_000)
     args = parser.parse_args()
-    settings = load_settings("local", overrides={"log_level": "ERROR"})
+    settings = load_settings("local", overrides={"log_level": "ERROR", "driver_memory": "3g"})
     spark = get_spark({"spark.ui.enabled": "false"}, settings)
     root = Path(tempfile.mkdtemp(prefix="bench_replica_"))
     try:
