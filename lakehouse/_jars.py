@@ -24,31 +24,49 @@ _RESOLVE_TIMEOUT_S = 900
 _SPARK_MINOR = ".".join(pyspark.__version__.split(".")[:2])
 # The Maven coordinate of Delta's jar for this pyspark and delta-spark (what configure_spark_with_delta_pip
 # resolves, and what a spark-submit command needs in --packages).
-DELTA_COORDINATE = (
-    f"io.delta:delta-spark_{_SPARK_MINOR}_2.13:{importlib.metadata.version('delta-spark')}"
-)
+DELTA_COORDINATE = f"io.delta:delta-spark_{_SPARK_MINOR}_2.13:{importlib.metadata.version('delta-spark')}"
+# Spark's Kafka source (``spark.readStream.format("kafka")``), resolved with Delta's jars into every
+# embedded session: a session's jars are fixed at its start, so it is there from the start.
+KAFKA_SOURCE_COORDINATE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+SESSION_PACKAGES = (KAFKA_SOURCE_COORDINATE,)
 _UNRESOLVED = re.compile(r"unresolved dependency: ([^\s:]+[^\s]*?): (not found|.*)")
 
 
-def manifest_path(ivy_cache: Path, extra_packages: Sequence[str]) -> Path:
-    """Manifest of the jars for this pyspark, delta-spark and ``extra_packages`` (one file per line)."""
-    key = ",".join([pyspark.__version__, importlib.metadata.version("delta-spark"), *extra_packages])
+def manifest_path(ivy_cache: Path, extra_packages: Sequence[str], with_delta: bool = True) -> Path:
+    """Manifest of the jars for this pyspark, delta-spark and ``extra_packages`` (one file per line).
+
+    ``with_delta=False`` is the manifest of ``extra_packages`` alone (e.g. the Kafka broker's jars).
+    """
+    head = [pyspark.__version__, importlib.metadata.version("delta-spark"), *SESSION_PACKAGES]
+    key = ",".join([*(head if with_delta else ["no-delta"]), *extra_packages])
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return ivy_cache / f"lakehouse-jars-{digest}.txt"
 
 
-def resolve_jars(ivy_cache: Path, extra_packages: Sequence[str] = ()) -> list[str]:
-    """Return local paths of the Delta jars (plus ``extra_packages``), resolving them on first use.
+def resolve_jars(ivy_cache: Path, extra_packages: Sequence[str] = (), with_delta: bool = True) -> list[str]:
+    """Return local paths of the Delta jars and Spark's Kafka source (plus ``extra_packages``).
+
+    They are resolved on first use and read from the manifest afterwards. ``with_delta=False`` resolves
+    ``extra_packages`` alone, into their own manifest (a classpath for another JVM, e.g. a Kafka broker).
 
     Raises:
         JarResolutionError: Maven Central could not serve a jar; the message says which and what to do.
     """
-    manifest = manifest_path(ivy_cache, extra_packages)
+    manifest = manifest_path(ivy_cache, extra_packages, with_delta)
     jars = _read_manifest(manifest)
     if jars is not None:
         return jars
     ivy_cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "lakehouse._jars", str(ivy_cache), str(manifest), *extra_packages]
+    packages = [*SESSION_PACKAGES, *extra_packages] if with_delta else list(extra_packages)
+    command = [
+        sys.executable,
+        "-m",
+        "lakehouse._jars",
+        str(ivy_cache),
+        str(manifest),
+        str(with_delta),
+        *packages,
+    ]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False
@@ -81,7 +99,7 @@ def _one_line_reason(output: str, ivy_cache: Path) -> str:
     )
 
 
-def _resolve_in_child(ivy_cache: str, manifest: str, extra_packages: list[str]) -> None:
+def _resolve_in_child(ivy_cache: str, manifest: str, with_delta: bool, extra_packages: list[str]) -> None:
     """Child process: start a throwaway session that resolves the packages, then write the manifest."""
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
@@ -92,7 +110,11 @@ def _resolve_in_child(ivy_cache: str, manifest: str, extra_packages: list[str]) 
         .config("spark.jars.ivy", ivy_cache)
         .config("spark.ui.enabled", "false")
     )
-    spark = configure_spark_with_delta_pip(builder, extra_packages=extra_packages).getOrCreate()
+    if with_delta:
+        builder = configure_spark_with_delta_pip(builder, extra_packages=extra_packages)
+    else:
+        builder = builder.config("spark.jars.packages", ",".join(extra_packages))
+    spark = builder.getOrCreate()
     uris = spark.sparkContext.getConf().get("spark.jars", "")
     spark.stop()
     paths = [uri.removeprefix("file://") for uri in uris.split(",") if uri]
@@ -100,4 +122,4 @@ def _resolve_in_child(ivy_cache: str, manifest: str, extra_packages: list[str]) 
 
 
 if __name__ == "__main__":
-    _resolve_in_child(sys.argv[1], sys.argv[2], sys.argv[3:])
+    _resolve_in_child(sys.argv[1], sys.argv[2], sys.argv[3] == "True", sys.argv[4:])

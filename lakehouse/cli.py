@@ -78,6 +78,24 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     quality.set_defaults(run=_cmd_quality)
 
 
+def _cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse import kafka_broker
+
+    if args.action == "start":
+        broker = kafka_broker.start_broker(args.folder, settings.ivy_cache, args.port)
+        print(f"kafka broker on {broker.bootstrap_servers} (pid {broker.pid}, files in {broker.folder})")
+    elif args.action == "stop":
+        print("stopped" if kafka_broker.stop_broker(args.folder) else f"no broker of {args.folder} running")
+    else:
+        from lakehouse.kafka_demo import produce_demo
+
+        spark = get_spark(dict(args.conf), settings)
+        size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
+        for topic, count in produce_demo(spark, args.bootstrap_servers, size).items():
+            print(f"{topic}: {count} records sent")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``lakehouse`` command."""
     parser = argparse.ArgumentParser(
@@ -138,6 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
     drill.set_defaults(run=_cmd_failover_drill)
     _add_quality_parser(commands)
     add_state_commands(commands)
+
+    kafka = commands.add_parser(
+        "kafka", help="a local one-node Kafka broker (KRaft, 127.0.0.1) and the demo's data sent to it"
+    )
+    kafka.add_argument("action", choices=["start", "stop", "produce-demo"])
+    kafka.add_argument("--folder", default="kafka", help="folder of the broker's files (default: kafka)")
+    kafka.add_argument("--port", type=int, default=9092, help="broker port; the controller uses port+1")
+    kafka.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="for produce-demo")
+    kafka.add_argument("--rate-updates", type=int, default=40, help="produce-demo: rate updates")
+    kafka.add_argument("--transactions", type=int, default=200, help="produce-demo: transactions")
+    kafka.set_defaults(run=_cmd_kafka)
     return parser
 
 

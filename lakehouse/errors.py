@@ -75,3 +75,7 @@ class LakehouseInternalError(LakehouseError, AssertionError):
 
 class SparkSetupError(LakehouseError, RuntimeError):
     """The Spark session lacks what lakehouse needs (Delta's jars or SQL extension) and cannot add it."""
+
+
+class KafkaBrokerError(LakehouseError, RuntimeError):
+    """The local Kafka broker could not be started (the message says why and names its log file)."""
