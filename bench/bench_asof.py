@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse import delta_ops
 from lakehouse.asof import asof_join_with_stats
+from lakehouse.commit_log import CommitLog
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
@@ -92,7 +92,7 @@ def bulk_store(
     )
     stream_time_us = int((span_s - STEP_S) * 1e6)
     table.write.format("delta").mode("append").partitionBy("segment").options(
-        **delta_ops.writer_options(APP_ID, None, stream_time_us=stream_time_us)
+        **CommitLog(spark, path, APP_ID).writer_options(None, {"stream_time_us": stream_time_us})
     ).save(path)
     return store
 

@@ -35,7 +35,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import Deduplicator
 from lakehouse.dedup._resolve import TASK
 from lakehouse.dedup.deduplicator import _STREAM_TIME, APP_ID
@@ -101,9 +101,9 @@ def seed_index(spark: SparkSession, dedup: Deduplicator, n: int) -> None:
     dedup._ensure_id_columns(dedup.path, [seed.schema["id"]])
     stream_time_us = int(seed.agg(F.max(F.unix_micros("timestamp"))).first()[0])
     stats = {"input": n, "forwarded": n, "duplicates": 0, "late": 0, "replayed": 0, "null_ids": 0, "saved": n}
-    meta = {_STREAM_TIME: {"0": stream_time_us}, "stats": stats}
+    state = {_STREAM_TIME: {"0": stream_time_us}}
     seed.select(*dedup._index_columns(0)).write.format("delta").mode("append").options(
-        **delta_ops.writer_options(APP_ID, 0, **meta)
+        **CommitLog(spark, dedup.path, APP_ID).writer_options(0, state, stats=stats)
     ).save(dedup.path)
 
 

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
@@ -60,7 +60,7 @@ def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> Vers
     )
     stream_time_us = (versions - 1) * STEP_S * 1_000_000
     table.write.format("delta").mode("append").options(
-        **delta_ops.writer_options(APP_ID, None, stream_time_us=stream_time_us)
+        **CommitLog(spark, path, APP_ID).writer_options(None, {"stream_time_us": stream_time_us})
     ).save(path)
     return store
 

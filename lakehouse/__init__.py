@@ -33,6 +33,7 @@ from lakehouse.assignment.job import run_assignment
 from lakehouse.config import Settings, load_settings
 from lakehouse.dedup import Deduplicator, DedupStats, PurgeResult
 from lakehouse.errors import (
+    ConcurrentWriteError,
     InvalidConfigError,
     InvalidInputError,
     JarResolutionError,
@@ -80,6 +81,7 @@ __all__ = [
     "ChangeDataFeedDisabledError",
     "ClientState",
     "ColumnClashError",
+    "ConcurrentWriteError",
     "DedupStats",
     "Deduplicator",
     "DrillReport",

@@ -1,14 +1,11 @@
-"""Small helpers over delta-spark shared by every stateful primitive.
+"""Small helpers over delta-spark shared by every stateful primitive: tables, their settings, partitions.
 
-Idempotence keyed by batch id: every write of a logical step is one Delta commit that carries
-``txnAppId``/``txnVersion`` (Delta skips a commit whose version it has already recorded for that app id)
-and a ``userMetadata`` JSON naming the batch, so "which table version did batch B produce" and "the table
-as it was before batch B" are answered from the table's own history.
+Which batches a writer committed and the state it records are in :mod:`lakehouse.commit_log`; the
+replica's commits (which copy a source's metadata) use :func:`commit_options` and :func:`dml_commit`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -17,10 +14,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse.commit_log import METADATA_KEY, CommitLog
 from lakehouse.errors import (
     InvalidInputError,
     LakehouseInternalError,
@@ -28,7 +26,6 @@ from lakehouse.errors import (
     StoreSettingsConflictError,
 )
 
-METADATA_KEY = "lakehouse"
 # Properties lakehouse writes on its tables; Delta passes keys outside "delta." through unvalidated.
 PROPERTY_PREFIX = "lakehouse."
 #: Properties a lakehouse state table is created with: its commits' rows stay readable (Delta's Change
@@ -42,14 +39,6 @@ _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # The txn session confs are shared by every thread of a session (delta-io/delta#3934): writes that set
 # them are serialized within this process.
 _SESSION_TXN_LOCK = threading.Lock()
-_RECENT_COMMITS = 20
-
-
-class Unknown:
-    """Marks an argument the caller did not supply (distinct from None)."""
-
-
-UNKNOWN = Unknown()
 
 
 def ensure_table(
@@ -158,39 +147,12 @@ def table_properties(spark: SparkSession, path: str, prefix: str = PROPERTY_PREF
     return {k: v for k, v in props.items() if k.startswith(prefix)}
 
 
-def batch_metadata(app_id: str, batch_id: int | None, **extra: Any) -> str:
-    """The ``userMetadata`` JSON lakehouse records on a commit."""
-    return json.dumps({METADATA_KEY: {"app_id": app_id, "batch_id": batch_id, **extra}}, sort_keys=True)
-
-
-def writer_options(app_id: str, batch_id: int | None, **extra: Any) -> dict[str, str]:
-    """DataFrameWriter options for an idempotent append (skipped if ``batch_id`` is already recorded)."""
-    return commit_options(batch_metadata(app_id, batch_id, **extra), _txn(app_id, batch_id))
-
-
 def commit_options(metadata: str, txn: tuple[str, int] | None) -> dict[str, str]:
     """DataFrameWriter options of a commit carrying ``metadata`` and, if given, ``(txnAppId, txnVersion)``."""
     options = {"userMetadata": metadata}
     if txn is not None:
         options.update(txnAppId=txn[0], txnVersion=str(txn[1]))
     return options
-
-
-def _txn(app_id: str, batch_id: int | None) -> tuple[str, int] | None:
-    return None if batch_id is None else (app_id, batch_id)
-
-
-@contextmanager
-def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int | None, **extra: Any) -> Iterator[None]:
-    """Run MERGE/UPDATE/DELETE statements as commits of batch ``batch_id`` of ``app_id``.
-
-    Inside the block, each Delta DML commit records ``txnAppId=app_id``/``txnVersion=batch_id`` (so Delta
-    skips it if the table has already recorded that batch) and the batch's ``userMetadata``. The session
-    confs are restored on exit, whatever happens; the block is serialized with other such blocks of this
-    process because the confs are session-wide.
-    """
-    with dml_commit(spark, batch_metadata(app_id, batch_id, **extra), _txn(app_id, batch_id)):
-        yield
 
 
 @contextmanager
@@ -210,7 +172,7 @@ def dml_commit(spark: SparkSession, metadata: str, txn: tuple[str, int] | None) 
 def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
     """Set session confs for the block; the previous values (or unset) are restored on exit, whatever happens.
 
-    Session confs are shared by every thread of the session: nest this in :func:`idempotent_dml` (which
+    Session confs are shared by every thread of the session: nest this in :func:`dml_commit` (which
     serializes its blocks) when other threads may write at the same time.
     """
     previous = {key: spark.conf.get(key, None) for key in confs}
@@ -226,120 +188,26 @@ def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[Non
                 spark.conf.set(key, value)
 
 
-def lakehouse_commits(spark: SparkSession, path: str, app_id: str) -> DataFrame:
-    """The table's commits written by lakehouse for ``app_id``: version, batch_id, metadata (JSON)."""
-    meta_schema = "struct<app_id:string, batch_id:long>"
-    history = DeltaTable.forPath(spark, path).history().select("version", "userMetadata")
-    parsed = history.withColumn(
-        "meta", F.from_json(F.get_json_object("userMetadata", f"$.{METADATA_KEY}"), meta_schema)
-    )
-    return parsed.where(F.col("meta.app_id") == app_id).select(
-        "version", F.col("meta.batch_id").alias("batch_id"), F.col("userMetadata").alias("metadata")
-    )
-
-
-def batch_commit(
-    spark: SparkSession, path: str, app_id: str, batch_id: int
-) -> tuple[int, dict[str, Any]] | None:
-    """The table version whose commit recorded batch ``batch_id`` of ``app_id`` and that commit's metadata."""
-    row = (
-        lakehouse_commits(spark, path, app_id)
-        .where(F.col("batch_id") == batch_id)
-        .orderBy(F.col("version").asc())
-        .first()
-    )
-    if row is None:
-        return None
-    return int(row["version"]), json.loads(row["metadata"])[METADATA_KEY]
-
-
-def batch_commit_version(spark: SparkSession, path: str, app_id: str, batch_id: int) -> int | None:
-    """The table version whose commit recorded batch ``batch_id`` of ``app_id``, or None."""
-    found = batch_commit(spark, path, app_id, batch_id)
-    return None if found is None else found[0]
-
-
-def latest_recorded(spark: SparkSession, path: str, app_id: str, *fields: str) -> dict[str, Any]:
-    """The newest non-null value of each of ``fields`` in the commit metadata of ``app_id``.
-
-    Reads the last few commits first (maintenance commits such as VACUUM carry no metadata) and the
-    whole history only for fields they do not have. Fields never recorded are absent from the result.
-    """
-    table = DeltaTable.forPath(spark, path)
-    found: dict[str, Any] = {}
-    for history in (table.history(_RECENT_COMMITS), table.history()):
-        rows = history.where(F.col("userMetadata").isNotNull()).select("version", "userMetadata").collect()
-        for row in sorted(rows, key=lambda r: -int(r["version"])):
-            meta = _parse_metadata(row["userMetadata"])
-            if meta is None or meta.get("app_id") != app_id:
-                continue
-            for field in fields:
-                if field not in found and meta.get(field) is not None:
-                    found[field] = meta[field]
-        if len(found) == len(fields) or len(rows) < _RECENT_COMMITS:
-            break
-    return found
-
-
-def _parse_metadata(text: str) -> dict[str, Any] | None:
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    meta = parsed.get(METADATA_KEY) if isinstance(parsed, dict) else None
-    return meta if isinstance(meta, dict) else None
-
-
-def last_batch_id(spark: SparkSession, path: str, app_id: str) -> int | None:
-    """The largest batch id recorded on the table for ``app_id``, or None."""
-    found = latest_recorded(spark, path, app_id, "batch_id").get("batch_id")
-    return None if found is None else int(found)
-
-
-def check_new_batch(
-    spark: SparkSession, path: str, app_id: str, batch_id: int, last_committed: int | Unknown | None = UNKNOWN
-) -> bool:
-    """True if ``batch_id`` is new for the table, False if it is a replay of a committed batch.
-
-    ``last_committed`` saves a history read when the caller already has the last batch id (from
-    :func:`latest_recorded`); batch ids increase, so the last one is recorded by the newest commit.
-
-    Raises:
-        InvalidInputError: ``batch_id`` is negative, or lower than the last committed batch id without
-            having been committed itself (Delta would silently skip it: batch ids must increase).
-    """
-    if batch_id < 0:
-        raise InvalidInputError(f"batch_id must be >= 0, got {batch_id}")
-    last = last_batch_id(spark, path, app_id) if isinstance(last_committed, Unknown) else last_committed
-    if last is None or batch_id > last:
-        return True
-    if batch_commit_version(spark, path, app_id, batch_id) is not None:
-        return False
-    raise InvalidInputError(
-        f"batch_id {batch_id} was never committed to {path} but is below the last committed batch {last}: "
-        "batch ids must increase"
-    )
-
-
 def drop_partitions_below(
-    spark: SparkSession, path: str, column: str, bound: Any, app_id: str, **metadata: Any
+    log: CommitLog, column: str, bound: Any, state: Mapping[str, Any]
 ) -> dict[str, str]:
     """Delete every partition whose ``column`` value is ``< bound`` (NULL partitions are kept).
 
     The predicate names a partition column only, so Delta removes whole files from the log without
-    reading any data file (a metadata-only delete). Returns the commit's ``operationMetrics``, or an empty
-    dict when nothing matched and Delta wrote no commit.
+    reading any data file (a metadata-only delete). The commit records the writer's current ``state``
+    (see :mod:`lakehouse.commit_log`). Returns the commit's ``operationMetrics``, or an empty dict when
+    nothing matched and Delta wrote no commit.
 
     Raises:
         InvalidInputError: ``column`` is not a partition column of the table (the delete would scan data).
     """
-    partition_columns = table_detail(spark, path)["partitionColumns"]
+    partition_columns = table_detail(log.spark, log.path)["partitionColumns"]
     if column not in partition_columns:
-        raise InvalidInputError(f"{column!r} is not a partition column of {path} ({partition_columns})")
-    table = DeltaTable.forPath(spark, path)
+        raise InvalidInputError(f"{column!r} is not a partition column of {log.path} ({partition_columns})")
+    table = DeltaTable.forPath(log.spark, log.path)
     before = latest_version(table)
-    with idempotent_dml(spark, app_id, None, operation="drop_partitions", bound=str(bound), **metadata):
-        table.delete(F.col(column) < F.lit(bound))
+    session = log.session(None, state, operation="drop_partitions", bound=str(bound))
+    DeltaTable.forPath(session, log.path).delete(F.col(column) < F.lit(bound))
     if latest_version(table) == before:
         return {}
     row = table.history(1).select("operationMetrics").first()
@@ -359,7 +227,8 @@ def last_drop_bound(spark: SparkSession, path: str, app_id: str, up_to_version: 
     """
     operation = F.get_json_object("metadata", f"$.{METADATA_KEY}.operation")
     row = (
-        lakehouse_commits(spark, path, app_id)
+        CommitLog(spark, path, app_id)
+        .commits()
         .where((operation == F.lit("drop_partitions")) & (F.col("version") <= F.lit(up_to_version)))
         .orderBy(F.col("version").desc())
         .select(F.get_json_object("metadata", f"$.{METADATA_KEY}.bound").alias("bound"))

@@ -65,6 +65,20 @@ class ReadOnlyReplicaError(LakehouseError, ValueError):
         )
 
 
+class ConcurrentWriteError(LakehouseError, RuntimeError):
+    """Another writer committed to a table after this write read it: nothing of this write was committed."""
+
+    def __init__(self, path: str, step: str, read_version: int, other: str) -> None:
+        self.path = path
+        self.step = step
+        self.read_version = read_version
+        self.other = other
+        super().__init__(
+            f"{step} on {path} read version {read_version} but another writer committed {other} since: "
+            "nothing was written; one writer per table at a time (run the batch again)"
+        )
+
+
 class JarResolutionError(LakehouseError, RuntimeError):
     """The Delta Lake jars could not be resolved from Maven Central."""
 

@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse import delta_ops
-from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
+from lakehouse.errors import InvalidInputError, SchemaMismatchError
 from lakehouse.versioned import VersionedStore
-from lakehouse.versioned.store import APP_ID as STORE_APP_ID
 
 VALID_FROM = "valid_from"
 VALID_TO = "valid_to"
 TOMBSTONE = "tombstone"
 SEGMENT = "segment"
 _SYSTEM = (VALID_FROM, VALID_TO, SEGMENT, TOMBSTONE)
-_STREAM_TIME = "stream_time_us"  # the field the store records its stream time in, on each commit
-_RECENT_COMMITS = 20
 
 
 @dataclass(frozen=True)
@@ -58,7 +50,7 @@ def source_of(store: VersionedStore | DataFrame, on: str | Sequence[str] | None)
         own = store.settings.keys
         if keys and set(keys) != set(own):
             raise InvalidInputError(f"on={list(keys)} must be the store's key columns {list(own)}")
-        version, stream_time_us = store_snapshot(store)
+        version, stream_time_us = store.state_version()
         horizon = None if stream_time_us is None else stream_time_us - store.settings.retention_us
         frame = store.spark.read.format("delta").option("versionAsOf", version).load(store.path)
         return VersionSource(
@@ -76,44 +68,6 @@ def source_of(store: VersionedStore | DataFrame, on: str | Sequence[str] | None)
     _check_scd2_frame(store, keys)
     values = tuple(c for c in store.columns if c not in keys and c not in _SYSTEM)
     return VersionSource(store, keys, values, TOMBSTONE in store.columns, None, None)
-
-
-def store_snapshot(store: VersionedStore) -> tuple[int, int | None]:
-    """The store's current Delta version and its stream time *as of that version*.
-
-    One history read answers both: its newest commit is the version, and the stream time is the one
-    recorded by the newest store commit at or below it (maintenance commits carry none). Reading the rows
-    at that version (``versionAsOf``) then gives rows and stream time of the same snapshot, whatever is
-    committed meanwhile. The whole history is read only when the recent commits record no stream time.
-    """
-    table = DeltaTable.forPath(store.spark, store.path)
-    recent = table.history(_RECENT_COMMITS).select("version", "userMetadata").collect()
-    if not recent:
-        raise LakehouseInternalError(f"a Delta table without a commit: {store.path}")
-    version = max(int(r["version"]) for r in recent)
-    stream_time_us = _newest_stream_time(recent)
-    if stream_time_us is None and len(recent) == _RECENT_COMMITS:
-        older = table.history().where(F.col("version") <= version).select("version", "userMetadata")
-        stream_time_us = _newest_stream_time(older.where(F.col("userMetadata").isNotNull()).collect())
-    return version, stream_time_us
-
-
-def _newest_stream_time(commits: list[Any]) -> int | None:
-    for row in sorted(commits, key=lambda r: -int(r["version"])):
-        meta = _store_metadata(row["userMetadata"])
-        if meta.get(_STREAM_TIME) is not None:
-            return int(meta[_STREAM_TIME])
-    return None
-
-
-def _store_metadata(text: str | None) -> dict[str, Any]:
-    """The lakehouse metadata of a store commit, or {} (no metadata, not JSON, another app)."""
-    try:
-        meta = json.loads(text or "null")
-    except json.JSONDecodeError:
-        return {}
-    found = meta.get(delta_ops.METADATA_KEY) if isinstance(meta, dict) else None
-    return found if isinstance(found, dict) and found.get("app_id") == STORE_APP_ID else {}
 
 
 def _keys(on: str | Sequence[str] | None) -> tuple[str, ...]:

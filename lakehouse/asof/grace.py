@@ -7,11 +7,12 @@ can never match) are joined now. Unlike Kafka, where the buffer is evicted by *s
 here is the *table's* stream time: a batch job can look at how far the table has got.
 
 Exactly once: a run is one batch (``batch_id``, increasing). It makes two commits, each recording the
-batch id with Delta's idempotent-write ``txnAppId``/``txnVersion``: (1) append the joined records to the
-sink, recording the cutoff used; (2) overwrite the pending table with the records still waiting. A re-run
-of a batch whose pending commit exists does nothing; a re-run after a crash between the two commits finds
-the sink commit, reuses its cutoff (so it splits the records as the crashed run did), skips the append and
-writes the pending table. Every stream record is therefore emitted once.
+batch id with Delta's idempotent-write ``txnAppId``/``txnVersion`` (the app id names the pipeline by its
+pending table, so pipelines sharing a sink never skip each other's batches): (1) append the joined
+records to the sink, recording the cutoff used; (2) overwrite the pending table with the records still
+waiting. A re-run of a batch whose pending commit exists does nothing; a re-run after a crash between
+the two commits finds the sink commit, reuses its cutoff (so it splits the records as the crashed run
+did), skips the append and writes the pending table. Every stream record is therefore emitted once.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from pyspark.sql import functions as F
 from lakehouse import delta_ops
 from lakehouse.asof._source import source_of
 from lakehouse.asof.join import JoinOptions, join_source
+from lakehouse.commit_log import CommitLog
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
-from lakehouse.versioned.segments import from_micros, micros
+from lakehouse.times import from_micros, micros, timestamp_lit
 from lakehouse.versioned.store import VersionedStore
 
 APP_ID = "lakehouse.asof_grace"
@@ -76,39 +78,42 @@ def asof_join_with_grace(
     pending_path, sink_path = resolve_path(pending_path), resolve_path(sink_path)
     options = JoinOptions(timestamp, how, prefix, suffix)
     spark = stream_df.sparkSession
-    pending_exists = DeltaTable.isDeltaTable(spark, pending_path)
-    if pending_exists and not delta_ops.check_new_batch(spark, pending_path, APP_ID, batch_id):
+    if not DeltaTable.isDeltaTable(spark, pending_path):
+        CommitLog(spark, pending_path, APP_ID).check_new(batch_id, None)  # a bad batch id creates nothing
+        stream_df.limit(0).write.format("delta").save(pending_path)
+    writer = f"{APP_ID}:{delta_ops.table_detail(spark, pending_path)['id']}"
+    pending, sink = CommitLog(spark, pending_path, writer), CommitLog(spark, sink_path, writer)
+    recorded = pending.read()
+    if not pending.check_new(batch_id, recorded.last_batch_id):
         return GraceRunResult(
-            batch_id, 0, _count(spark, pending_path), _recorded_cutoff(spark, sink_path, batch_id), True
+            batch_id, 0, _count(spark, pending_path), _recorded_cutoff(spark, sink, batch_id), True
         )
     source = source_of(store, None)  # rows and stream time of one Delta version of the store
-    cutoff_us = _cutoff_us(spark, source.stream_time_us, grace, sink_path, batch_id)
-    combined = stream_df
-    if pending_exists:
-        combined = combined.unionByName(_pending_snapshot(spark, pending_path))
+    cutoff_us = _cutoff_us(spark, source.stream_time_us, grace, sink, batch_id)
+    # The pending table pinned to the version read (it is overwritten later in the same run).
+    waiting = spark.read.format("delta").option("versionAsOf", recorded.version).load(pending_path)
+    combined = stream_df.unionByName(waiting)
     t = F.col(timestamp)
-    ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= F.timestamp_micros(F.lit(cutoff_us)))
+    ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= timestamp_lit(cutoff_us))
     joined = join_source(combined.where(ready_now), source, options).frame
     # Order matters for crash safety: the sink commit records the cutoff a re-run must reuse.
-    _append_to_sink(joined, sink_path, batch_id, cutoff_us)
-    emitted = _rows_written(spark, sink_path, batch_id)
-    _write_pending(combined.where(~ready_now), pending_path, batch_id)
+    _append_to_sink(joined, sink, batch_id, cutoff_us)
+    emitted = _rows_written(sink, batch_id)
+    _write_pending(combined.where(~ready_now), pending, batch_id)
     cutoff = None if cutoff_us is None else from_micros(cutoff_us)
     return GraceRunResult(batch_id, emitted, _count(spark, pending_path), cutoff)
 
 
-def _append_to_sink(joined: DataFrame, sink_path: str, batch_id: int, cutoff_us: int | None) -> None:
+def _append_to_sink(joined: DataFrame, sink: CommitLog, batch_id: int, cutoff_us: int | None) -> None:
     """Commit 1: the joined records, with the cutoff; skipped by Delta if the batch is already there."""
-    joined.write.format("delta").mode("append").options(
-        **delta_ops.writer_options(APP_ID, batch_id, **{_CUTOFF: cutoff_us})
-    ).save(sink_path)
+    options = sink.writer_options(batch_id, {}, **{_CUTOFF: cutoff_us})
+    joined.write.format("delta").mode("append").options(**options).save(sink.path)
 
 
-def _write_pending(waiting: DataFrame, pending_path: str, batch_id: int) -> None:
+def _write_pending(waiting: DataFrame, pending: CommitLog, batch_id: int) -> None:
     """Commit 2: the records still waiting replace the pending table (skipped if the batch is there)."""
-    waiting.write.format("delta").mode("overwrite").options(
-        **delta_ops.writer_options(APP_ID, batch_id)
-    ).save(pending_path)
+    options = pending.writer_options(batch_id, {})
+    waiting.write.format("delta").mode("overwrite").options(**options).save(pending.path)
 
 
 def _check_grace(store: VersionedStore, grace: timedelta) -> None:
@@ -124,40 +129,26 @@ def _check_grace(store: VersionedStore, grace: timedelta) -> None:
 
 
 def _cutoff_us(
-    spark: SparkSession, stream_time_us: int | None, grace: timedelta, sink: str, batch_id: int
+    spark: SparkSession, stream_time_us: int | None, grace: timedelta, sink: CommitLog, batch_id: int
 ) -> int | None:
     """The cutoff a crashed run of this batch recorded, else ``table stream time - grace``."""
-    if DeltaTable.isDeltaTable(spark, sink):
-        found = delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
+    if DeltaTable.isDeltaTable(spark, sink.path):
+        found = sink.batch_commit(batch_id)
         if found is not None:
             recorded = found[1].get(_CUTOFF)
             return None if recorded is None else int(recorded)
     return None if stream_time_us is None else stream_time_us - micros(grace)
 
 
-def _recorded_cutoff(spark: SparkSession, sink: str, batch_id: int) -> datetime | None:
-    found = (
-        delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
-        if DeltaTable.isDeltaTable(spark, sink)
-        else None
-    )
+def _recorded_cutoff(spark: SparkSession, sink: CommitLog, batch_id: int) -> datetime | None:
+    found = sink.batch_commit(batch_id) if DeltaTable.isDeltaTable(spark, sink.path) else None
     recorded = None if found is None else found[1].get(_CUTOFF)
     return None if recorded is None else from_micros(int(recorded))
 
 
-def _pending_snapshot(spark: SparkSession, path: str) -> DataFrame:
-    """The pending table pinned to its current version (it is overwritten later in the same run)."""
-    version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
-    return spark.read.format("delta").option("versionAsOf", version).load(path)
-
-
-def _rows_written(spark: SparkSession, sink: str, batch_id: int) -> int:
-    found = delta_ops.batch_commit(spark, sink, APP_ID, batch_id)
-    if found is None:
-        return 0
-    row = DeltaTable.forPath(spark, sink).history().where(F.col("version") == found[0]).first()
-    metrics = {} if row is None else row["operationMetrics"] or {}
-    return int(metrics.get("numOutputRows", 0))
+def _rows_written(sink: CommitLog, batch_id: int) -> int:
+    metrics = sink.batch_metrics(batch_id)
+    return 0 if metrics is None else int(metrics.get("numOutputRows", 0))
 
 
 def _count(spark: SparkSession, path: str) -> int:

@@ -48,8 +48,9 @@ from pyspark.sql import types as T
 
 from lakehouse.asof._source import SEGMENT, TOMBSTONE, VALID_FROM, VALID_TO, VersionSource, source_of
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
+from lakehouse.times import from_micros, micros, timestamp_lit
 from lakehouse.versioned import VersionedStore
-from lakehouse.versioned.segments import from_micros, micros, segment_of
+from lakehouse.versioned.segments import segment_of
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +355,8 @@ def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:
     if batch.stats.first_segment is not None:
         segment = F.col(SEGMENT)
         frame = frame.where(segment.isNull() | (segment >= F.lit(batch.stats.first_segment)))
-    live = F.col(VALID_TO).isNull() | (F.col(VALID_TO) > _timestamp(batch.lower_us))
-    started = F.col(VALID_FROM) <= _timestamp(batch.max_us)
+    live = F.col(VALID_TO).isNull() | (F.col(VALID_TO) > timestamp_lit(batch.lower_us))
+    started = F.col(VALID_FROM) <= timestamp_lit(batch.max_us)
     frame = frame.where(live & started)
     if source.has_tombstones:
         frame = frame.where(~F.coalesce(F.col(TOMBSTONE), F.lit(False)))
@@ -423,7 +424,7 @@ def _join(
     if batch.stats.expired_lookups and source.horizon_us is not None:
         # An expired lookup (t < horizon) may only be answered by the latest version (valid_to NULL).
         # Left out when no record of the batch is expired (then t >= horizon holds for every record).
-        inside = inside & (t >= _timestamp(source.horizon_us))
+        inside = inside & (t >= timestamp_lit(source.horizon_us))
     in_range = (F.col(renamed[VALID_FROM]) <= t) & (valid_to.isNull() | inside)
     joined = stream.join(versions, on=_all([*same_key, in_range]), how=how)
     return joined.select(
@@ -437,7 +438,3 @@ def _all(conditions: list[Column]) -> Column:
     for condition in conditions[1:]:
         combined = combined & condition
     return combined
-
-
-def _timestamp(us: int) -> Column:
-    return F.timestamp_micros(F.lit(us))

@@ -48,9 +48,11 @@ from lakehouse.assignment.state import (
     sorted_tasks,
 )
 from lakehouse.assignment.validate import validate_assignment
+from lakehouse.commit_log import CommitLog
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema
+from lakehouse.times import from_micros, micros
 
 APP_ID = "lakehouse.assignment_store"
 KIND = "assignment_store"
@@ -86,7 +88,7 @@ def config_properties(config: AssignmentConfig) -> dict[str, str]:
             "num_standby_replicas": str(config.num_standby_replicas),
             "acceptable_recovery_lag": str(config.acceptable_recovery_lag),
             "max_warmup_replicas": str(config.max_warmup_replicas),
-            "probing_rebalance_interval_us": str(_micros(config.probing_rebalance_interval)),
+            "probing_rebalance_interval_us": str(micros(config.probing_rebalance_interval)),
             "rack_aware_assignment_tags": json.dumps(list(config.rack_aware_assignment_tags)),
         },
     )
@@ -208,14 +210,15 @@ class AssignmentStore:
         for pid, client in clients.items():
             if client.process_id != pid:
                 raise InvalidInputError(f"clients[{pid!r}] has process_id {client.process_id!r}")
-        if not _is_new_generation(self.subscriptions_table(), self.subscriptions_path, generation):
+        log = CommitLog(self.spark, self.subscriptions_path, APP_ID)
+        if not log.check_new(generation, log.last_batch_id(), "generation"):
             return False
         time = at or datetime.now(UTC)
         rows = [
             _subscription_row(generation, clients[pid], stateful, stateless, time) for pid in sorted(clients)
         ]
         frame = self.spark.createDataFrame(rows, load_schema(SUBSCRIPTIONS_SCHEMA)).coalesce(1)
-        options = delta_ops.writer_options(APP_ID, generation, clients=len(rows))
+        options = log.writer_options(generation, {}, clients=len(rows))
         frame.write.format("delta").mode("append").options(**options).save(self.subscriptions_path)
         return True
 
@@ -249,7 +252,8 @@ class AssignmentStore:
         if errors:
             raise InvalidAssignmentError(subscription.generation, errors)
         generation = subscription.generation
-        if not _is_new_generation(self.assignment_table(), self.assignment_path, generation):
+        log = CommitLog(self.spark, self.assignment_path, APP_ID)
+        if not log.check_new(generation, log.last_batch_id(), "generation"):
             return False
         time = at or datetime.now(UTC)
         probing_at = time + result.probing_rebalance_after if result.probing_rebalance_after else None
@@ -259,9 +263,9 @@ class AssignmentStore:
             for task, role in sorted(held.roles().items())
         ]
         frame = self.spark.createDataFrame(rows, load_schema(ASSIGNMENT_SCHEMA)).coalesce(1)
-        options = delta_ops.writer_options(
-            APP_ID,
+        options = log.writer_options(
             generation,
+            {},
             moves=len(result.moves),
             warmups=sum(len(held.warmup) for held in result.clients.values()),
             probing_rebalance_needed=result.probing_rebalance_needed,
@@ -309,7 +313,7 @@ class AssignmentStore:
                 raise InconsistentTopologyError(generation, row["process_id"], first["process_id"])
         return Subscription(
             generation=generation,
-            time=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=first["time"]),
+            time=from_micros(first["time"]),
             clients={row["process_id"]: _client_state(row) for row in rows},
             stateful_tasks=tuple(first["stateful_tasks"]),
             stateless_tasks=tuple(first["stateless_tasks"]),
@@ -421,34 +425,6 @@ def _client_state(row: Row) -> ClientState:
     )
 
 
-def _is_new_generation(table: DataFrame, path: str, generation: int) -> bool:
-    """True if ``generation`` is new for the table, False if it is written already (a replay).
-
-    Read from the table's partition values in one aggregate (the commit's ``txnVersion`` guards the
-    write itself).
-
-    Raises:
-        InvalidInputError: ``generation`` is negative, or below the last one without having been written.
-    """
-    if generation < 0:
-        raise InvalidInputError(f"generation must be >= 0, got {generation}")
-    row = table.agg(
-        F.max(GENERATION).alias("last"), F.max(F.col(GENERATION) == generation).alias("seen")
-    ).first()
-    if row is None or row["last"] is None or generation > row["last"]:
-        return True
-    if row["seen"]:
-        return False
-    raise InvalidInputError(
-        f"generation {generation} was never written to {path} but is below the last generation "
-        f"{row['last']}: generations must increase"
-    )
-
-
 def _max_generation(table: DataFrame) -> int | None:
     row = table.agg(F.max(GENERATION).alias("g")).first()
     return None if row is None or row["g"] is None else int(row["g"])
-
-
-def _micros(duration: timedelta) -> int:
-    return duration // timedelta(microseconds=1)

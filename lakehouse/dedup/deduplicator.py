@@ -27,10 +27,16 @@ range of the new entries (only those buckets' files are read), at most one row p
 superseded rows are always expired ones that :meth:`purge` drops by whole buckets (metadata only).
 
 Exactly-once: ``apply(df, batch_id)`` makes one index commit recording the batch id and the tasks' stream
-times (``txnAppId``/``txnVersion`` and ``userMetadata``). Re-applying a committed batch id recomputes the
-same forwarded records against the index as of the version before that commit and writes nothing (a
-missing quarantine append excepted). ``run`` then appends them to a sink with the same batch id as
-``txnVersion``, so a crash anywhere followed by a re-run yields each record exactly once in the sink.
+times (``txnAppId``/``txnVersion`` and ``userMetadata``; a batch that saves nothing commits too).
+Re-applying a committed batch id recomputes the same forwarded records against the index as of the version
+before that commit and writes nothing (a missing quarantine append excepted). ``run`` then appends them
+to a sink with the same batch id as ``txnVersion``, so a crash anywhere followed by a re-run yields each
+record exactly once in the sink. The batch id and the stream times survive Delta's checkpoints and log
+cleanup (:mod:`lakehouse.commit_log`: the index's ``SetTransaction``, and every commit of the index,
+purge included, records the stream times). The quarantine and the sink record the batch under this
+index's own app id, so deduplicators sharing them never skip each other's batches. One writer per index
+at a time (a batch that finds the index moved since it read it fails with ``ConcurrentWriteError``,
+writing nothing); readers may query it concurrently.
 
 Exactly-once in the sink also when the *source* re-delivers: a record delivered again under a new batch
 id (or twice in one batch) is still forwarded by ``apply`` (KIP-655's offset-aware replay), but ``run``
@@ -41,15 +47,13 @@ null id) has never been forwarded before, since a forwarded record's own entry e
 re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
 reads the sink through literal per-partition offset ranges of the checked records (file skipping on the
 offset statistics), and costs nothing when the batch has no such record.
-One writer per index at a time; readers may query it concurrently.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -59,6 +63,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
 from lakehouse.dedup.records import DedupStats, PurgeResult
@@ -78,11 +83,11 @@ from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMi
 from lakehouse.ordering import OFFSET_COL, PARTITION_COL
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, require_columns
+from lakehouse.times import from_micros, timestamp_sql
 
 APP_ID = "lakehouse.dedup"
 QUARANTINE_KIND = "dedup_quarantine"
 _STREAM_TIME = "stream_time_us"
-_RECENT_COMMITS = 20
 _RECORD_COLUMNS = T.StructType(
     [
         T.StructField(PARTITION_COL, T.IntegerType()),
@@ -104,11 +109,12 @@ class Deduplicator:
         self.spark = spark
         self.path = path
         self.settings = settings
+        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,))
         self._stats: DedupStats | None = None
         self._cached: DataFrame | None = None
         self._id_schema: T.StructType | None = None
         self._with_ids: set[str] = set()
-        self._sink_app: str | None = None
+        self._writer: str | None = None
         self._writable = False
         #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
         self._after_commit: Callable[[str], None] = lambda step: None
@@ -200,8 +206,8 @@ class Deduplicator:
 
     def stream_times(self) -> dict[int, datetime]:
         """Stream time of each task seen so far (task = partition, or 0 for one global task)."""
-        _, _, stream_times = self._read_point(None)
-        return {task: _datetime(us) for task, us in stream_times.items()}
+        stream_times = _stream_times(self._log.read().state)
+        return {task: from_micros(us) for task, us in stream_times.items()}
 
     # ------------------------------------------------------------------ batches
     def apply(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
@@ -231,15 +237,16 @@ class Deduplicator:
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         sink = resolve_path(sink)
-        sink_app = self._sink_app_id()
+        writer = self._writer_id()
         resolved, stats = self._apply(df, batch_id)
         rows = _forwarded(resolved, df.columns)
         if stats.replayed or stats.late or stats.null_ids:
             rows = _without_redeliveries(resolved, df.columns, sink)
-        options = delta_ops.writer_options(sink_app, batch_id, index=self.path)
+        sink_log = CommitLog(self.spark, sink, writer)
+        options = sink_log.writer_options(batch_id, {}, index=self.path)
         rows.write.format("delta").mode("append").options(**options).save(sink)
         self._after_commit("sink")
-        self._stats = replace(stats, sink_rows=_rows_appended(self.spark, sink, sink_app, batch_id))
+        self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
         return self._stats
 
     def purge(self) -> PurgeResult:
@@ -248,17 +255,18 @@ class Deduplicator:
         With one task per partition the bound follows the task with the smallest stream time.
         """
         self._check_writable()
-        _, _, stream_times = self._read_point(None)
+        recorded = self._log.read()
+        stream_times = _stream_times(recorded.state)
         if not stream_times:
             return PurgeResult(None, 0, 0, None)
         oldest = min(stream_times.values())
         bound = (oldest - self.settings.interval_us) // self.settings.bucket_us
-        metrics = delta_ops.drop_partitions_below(self.spark, self.path, BUCKET_COL, bound, APP_ID)
+        metrics = delta_ops.drop_partitions_below(self._log, BUCKET_COL, bound, recorded.state)
         return PurgeResult(
             bound,
             int(metrics.get("numRemovedFiles", 0)),
             int(metrics.get("numDeletedRows", 0)),
-            _datetime(oldest),
+            from_micros(oldest),
         )
 
     # ------------------------------------------------------------------ internals
@@ -278,7 +286,7 @@ class Deduplicator:
         stats = _stats(batch_id, not new, summary)
         if new:
             self._check_writable()
-            self._commit(resolved, batch_id, stream_times, summary, stats)
+            self._commit(resolved, batch_id, version, stream_times, summary, stats)
             self._after_commit("index")
         if self.settings.quarantine_path is not None:
             self._write_quarantine(resolved, batch_id)
@@ -308,48 +316,25 @@ class Deduplicator:
         """Whether ``batch_id`` is new, the index version to read and the tasks' stream times (us) there.
 
         A new batch (or no batch id) reads the latest version; a committed one the version before its
-        commit. One read of the recent history answers all three (the whole history only when needed).
+        commit. One snapshot gives the version and the last batch id; the stream times are those the
+        commits at or below the version to read recorded.
 
         Raises:
             InvalidInputError: ``batch_id`` is negative, or below the last committed batch id without
-                having been committed itself (batch ids must increase).
+                having been committed itself (batch ids must increase), or a replay of a batch whose commit
+                is no longer in the table's retained log (its output cannot be recomputed).
         """
-        if batch_id is not None and batch_id < 0:
-            raise InvalidInputError(f"batch_id must be >= 0, got {batch_id}")
-        table = DeltaTable.forPath(self.spark, self.path)
-        for history in (table.history(_RECENT_COMMITS), table.history()):
-            rows = history.select("version", "userMetadata").collect()
-            point = self._locate(rows, batch_id, complete=len(rows) < _RECENT_COMMITS)
-            if point is not None:
-                return point
-        raise LakehouseInternalError(f"the history of the index at {self.path} is incomplete")
-
-    def _locate(
-        self, rows: list[Row], batch_id: int | None, complete: bool
-    ) -> tuple[bool, int, dict[int, int]] | None:
-        """:meth:`_read_point` from history ``rows``; None if they are not enough (``complete``: all)."""
-        if not rows:
-            raise LakehouseInternalError(f"the index at {self.path} has no commit")
-        commits = sorted(((int(r["version"]), _our_metadata(r["userMetadata"])) for r in rows), reverse=True)
-        batches = [(v, int(m["batch_id"])) for v, m in commits if m and m.get("batch_id") is not None]
-        if not batches and not complete:
-            return None
-        new = batch_id is None or not batches or batch_id > batches[0][1]
-        version = commits[0][0]
-        if not new:
-            committed = [v for v, b in batches if b == batch_id]
-            if not committed:
-                if not complete:
-                    return None
-                raise InvalidInputError(
-                    f"batch_id {batch_id} was never committed to {self.path} but is below the last "
-                    f"committed batch {batches[0][1]}: batch ids must increase"
-                )
-            version = min(committed) - 1
-        for v, meta in commits:
-            if v <= version and meta and _STREAM_TIME in meta:
-                return new, version, {int(k): int(us) for k, us in meta[_STREAM_TIME].items()}
-        return (new, version, {}) if complete else None
+        recorded = self._log.read()
+        if batch_id is None or self._log.check_new(batch_id, recorded.last_batch_id):
+            return True, recorded.version, _stream_times(recorded.state)
+        found = self._log.batch_commit(batch_id)
+        if found is None:
+            raise InvalidInputError(
+                f"batch_id {batch_id} was committed to {self.path} longer ago than the index's log "
+                "retention: its forwarded records cannot be recomputed"
+            )
+        version = found[0] - 1
+        return False, version, _stream_times(self._log.state_at(version))
 
     def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
         index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
@@ -371,31 +356,41 @@ class Deduplicator:
         self,
         resolved: DataFrame,
         batch_id: int | None,
+        read_version: int,
         stream_times: dict[int, int],
         summary: list[Row],
         stats: DedupStats,
     ) -> None:
+        """Commit the batch's new entries and stream times (one MERGE, or an empty append if none).
+
+        Fails with ``ConcurrentWriteError``, writing nothing, if another writer committed after
+        ``read_version``, the version the batch was resolved against.
+        """
         new_times = dict(stream_times)
         for row in summary:
             if row["max_us"] is not None:
                 new_times[row[TASK]] = max(new_times.get(row[TASK], row["max_us"]), row["max_us"])
-        meta: dict[str, Any] = {
-            _STREAM_TIME: {str(k): v for k, v in sorted(new_times.items())},
-            "stats": {k: v for k, v in vars(stats).items() if k not in ("batch_id", "replay")},
-        }
-        self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by])
+        state = {_STREAM_TIME: {str(k): v for k, v in sorted(new_times.items())}}
+        extra = {"stats": {k: v for k, v in vars(stats).items() if k not in ("batch_id", "replay")}}
+        step = f"dedup batch {batch_id}"
+        self._log.require_unchanged(read_version, step)
+        if self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by]):
+            read_version += 1  # our own ALTER TABLE
         entries = resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id))
         saved_us = [(r["min_saved_us"], r["max_saved_us"]) for r in summary if r["min_saved_us"] is not None]
+        self._log.require_unchanged(read_version, step)
         if not saved_us:
             # An insert-only MERGE of nothing writes no commit; an empty append records the batch.
-            options = delta_ops.writer_options(APP_ID, batch_id, **meta)
+            options = self._log.writer_options(batch_id, state, **extra)
             empty = self.spark.createDataFrame([], entries.schema)
-            empty.write.format("delta").mode("append").options(**options).save(self.path)
+            with self._log.guard(read_version, step):
+                empty.write.format("delta").mode("append").options(**options).save(self.path)
             return
         low_us, high_us = min(lo for lo, _ in saved_us), max(hi for _, hi in saved_us)
-        with delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **meta):
+        session = self._log.session(batch_id, state, **extra)
+        with self._log.guard(read_version, step):
             (
-                DeltaTable.forPath(self.spark, self.path)
+                DeltaTable.forPath(session, self.path)
                 .alias("t")
                 .merge(entries.alias("s"), self._merge_condition(low_us, high_us))
                 .whenNotMatchedInsertAll()
@@ -412,8 +407,8 @@ class Deduplicator:
         bucket_us = self.settings.bucket_us
         return (
             f"t.{BUCKET_COL} >= {low_us // bucket_us} AND t.{BUCKET_COL} <= {high_us // bucket_us} "
-            f"AND t.{ENTRY_TS_COL} >= {_timestamp_literal(low_us)} "
-            f"AND t.{ENTRY_TS_COL} <= {_timestamp_literal(high_us)} "
+            f"AND t.{ENTRY_TS_COL} >= {timestamp_sql(low_us)} "
+            f"AND t.{ENTRY_TS_COL} <= {timestamp_sql(high_us)} "
             f"AND t.{TASK_COL} = s.{TASK_COL} AND {ids} AND t.{ENTRY_TS_COL} = s.{ENTRY_TS_COL}"
         )
 
@@ -428,16 +423,20 @@ class Deduplicator:
             bucket_of(F.unix_micros(TIMESTAMP_COL), self.settings.bucket_us).alias(BUCKET_COL),
         ]
 
-    def _ensure_id_columns(self, path: str, id_fields: list[T.StructField]) -> None:
-        """Add the id columns (types of the first batch) to the index or quarantine table, once."""
+    def _ensure_id_columns(self, path: str, id_fields: list[T.StructField]) -> bool:
+        """Add the id columns (types of the first batch) to the index or quarantine table, once.
+
+        Returns True if it committed an ALTER TABLE.
+        """
         if path in self._with_ids:
-            return
+            return False
         existing = self.spark.read.format("delta").load(path).columns
         missing = [f for f in id_fields if f.name not in existing]
         if missing:
             columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
         self._with_ids.add(path)
+        return bool(missing)
 
     def _write_quarantine(self, resolved: DataFrame, batch_id: int | None) -> None:
         path = self.settings.quarantine_path
@@ -454,13 +453,14 @@ class Deduplicator:
             F.col(CAUSE_COL)["o"].alias(ENTRY_OFFSET_COL),
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
-        options = delta_ops.writer_options(APP_ID, batch_id, index=self.path)
+        options = CommitLog(self.spark, path, self._writer_id()).writer_options(batch_id, {}, index=self.path)
         dropped.write.format("delta").mode("append").options(**options).save(path)
 
-    def _sink_app_id(self) -> str:
-        if self._sink_app is None:
-            self._sink_app = f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
-        return self._sink_app
+    def _writer_id(self) -> str:
+        """The app id this index's batches carry in the tables it shares: quarantine and sink."""
+        if self._writer is None:
+            self._writer = f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
+        return self._writer
 
     def _check_writable(self) -> None:
         """Raise ``ReadOnlyReplicaError`` on a replica's index (checked once per object)."""
@@ -474,15 +474,9 @@ class Deduplicator:
             self._cached = None
 
 
-def _our_metadata(user_metadata: str | None) -> dict[str, Any] | None:
-    """The lakehouse metadata of a commit written by a deduplicator, else None."""
-    if not user_metadata:
-        return None
-    try:
-        meta = json.loads(user_metadata).get(delta_ops.METADATA_KEY, {})
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    return meta if isinstance(meta, dict) and meta.get("app_id") == APP_ID else None
+def _stream_times(state: dict[str, Any]) -> dict[int, int]:
+    """Task -> stream time (us) from a recorded state."""
+    return {int(task): int(us) for task, us in state.get(_STREAM_TIME, {}).items()}
 
 
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -521,19 +515,13 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
     return fresh.unionByName(kept).unionByName(unidentified)
 
 
-def _rows_appended(spark: SparkSession, sink: str, app_id: str, batch_id: int) -> int:
+def _rows_appended(sink: CommitLog, batch_id: int) -> int:
     """Rows the sink commit of ``batch_id`` appended (also when this run's append was a skipped replay)."""
-    newest = DeltaTable.forPath(spark, sink).history(1).select("userMetadata", "operationMetrics").first()
-    if newest is None:
-        raise LakehouseInternalError(f"the sink {sink} has no commit")
-    meta = json.loads(newest["userMetadata"] or "{}").get(delta_ops.METADATA_KEY, {})
-    if meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
-        return int((newest["operationMetrics"] or {}).get("numOutputRows", 0))
-    found = delta_ops.batch_commit(spark, sink, app_id, batch_id)
-    if found is None:
-        raise LakehouseInternalError(f"the sink {sink} has no commit of batch {batch_id}")
-    row = DeltaTable.forPath(spark, sink).history().where(F.col("version") == found[0]).first()
-    return 0 if row is None else int((row["operationMetrics"] or {}).get("numOutputRows", 0))
+    metrics = sink.batch_metrics(batch_id)
+    if metrics is None:
+        raise LakehouseInternalError(f"the sink {sink.path} has no commit of batch {batch_id}")
+    return int(metrics.get("numOutputRows", 0))
+
 
 
 def _count(decision: int) -> Any:
@@ -588,12 +576,3 @@ def _stats(batch_id: int | None, replay: bool, summary: list[Row]) -> DedupStats
         null_ids=total("null_ids"),
         saved=0 if replay else total("saved"),
     )
-
-
-def _timestamp_literal(us: int) -> str:
-    """A SQL TIMESTAMP literal (UTC, microseconds) for ``us`` microseconds since the epoch."""
-    return f"TIMESTAMP'{_datetime(us):%Y-%m-%d %H:%M:%S.%f}Z'"
-
-
-def _datetime(us: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)

@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
 from lakehouse.schemas import load_schema
+from lakehouse.times import micros
 
 KIND = "dedup_index"
 TASK_COL = "task"
@@ -23,13 +24,6 @@ BATCH_COL = "batch_id"
 BUCKET_COL = "bucket"
 KEY_COL = "key"
 MIN_BUCKET_WIDTH = timedelta(minutes=1)
-_US = timedelta(microseconds=1)
-
-
-def micros(d: timedelta) -> int:
-    """A duration in whole microseconds."""
-    return d // _US
-
 
 def default_bucket_width(interval: timedelta) -> timedelta:
     """One bucket per interval (at least a minute): about two buckets are live at any time."""

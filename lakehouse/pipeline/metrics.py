@@ -11,6 +11,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def rows_committed(spark: SparkSession, path: str, app_id: str, batch_id: int) -
     """
     if not DeltaTable.isDeltaTable(spark, path):
         return None, 0
-    found = delta_ops.batch_commit(spark, path, app_id, batch_id)
+    found = CommitLog(spark, path, app_id).batch_commit(batch_id)
     if found is None:
         return None, 0
     row = DeltaTable.forPath(spark, path).history().where(f"version = {found[0]}").first()

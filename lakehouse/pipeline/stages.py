@@ -22,6 +22,7 @@ from lakehouse.asof.grace import asof_join_with_grace
 from lakehouse.asof.join import asof_join_with_stats
 from lakehouse.assignment.job import assign_generation
 from lakehouse.assignment.store import AssignmentStore
+from lakehouse.commit_log import CommitLog
 from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
@@ -127,7 +128,7 @@ def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], Bat
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
         joined = asof_join_with_stats(batch, store, timestamp=spec.join_timestamp, prefix=spec.join_prefix)
         before = current_version(run.spark, tables.enriched)
-        options = delta_ops.writer_options(ENRICH_APP_ID, batch_id)
+        options = CommitLog(run.spark, tables.enriched, ENRICH_APP_ID).writer_options(batch_id, {})
         joined.frame.write.format("delta").mode("append").options(**options).save(tables.enriched)
         version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id)
         return BatchMetrics(

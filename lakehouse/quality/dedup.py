@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.dedup.settings import BUCKET_COL, ENTRY_TS_COL, TASK_COL, DedupSettings, bucket_of
 from lakehouse.quality.rules import Rule, key_text, violation_rows
-from lakehouse.versioned.segments import micros
+from lakehouse.times import micros
 
 KIND = "dedup_index"
 ONE_LIVE = Rule("one_live_entry_per_id", "at most one live entry per (task, id)")

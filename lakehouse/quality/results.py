@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 from lakehouse.schemas import load_schema
 
 if TYPE_CHECKING:
@@ -42,6 +43,6 @@ def append_results(
         for verdict in verdicts
         for result in verdict.results
     ]
-    options = delta_ops.writer_options(APP_ID, None, run_id=run_id, tables=len(verdicts))
+    options = CommitLog(spark, path, APP_ID).writer_options(None, {}, run_id=run_id, tables=len(verdicts))
     frame = spark.createDataFrame(rows, schema).coalesce(1)
     frame.write.format("delta").mode("append").options(**options).save(path)

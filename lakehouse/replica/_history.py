@@ -5,7 +5,6 @@ Only commit metadata reaches the driver (one row per commit), never table rows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -14,7 +13,7 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from lakehouse import delta_ops
+from lakehouse.commit_log import parse_metadata
 
 #: The fields of a store's commit metadata that its readers need (stream time, last batch id).
 RECORDED_FIELDS = ("stream_time_us", "batch_id")
@@ -68,12 +67,7 @@ def source_commits(spark: SparkSession, path: str, after: int = -1) -> list[Comm
 
 
 def _lakehouse_meta(text: str | None) -> dict[str, Any]:
-    try:
-        parsed = json.loads(text or "null")
-    except json.JSONDecodeError:
-        return {}
-    found = parsed.get(delta_ops.METADATA_KEY) if isinstance(parsed, dict) else None
-    return found if isinstance(found, dict) else {}
+    return parse_metadata(text) or {}
 
 
 def recorded_at(commits: Iterable[Commit], app_id: str, version: int) -> dict[str, Any]:

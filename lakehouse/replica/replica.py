@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _history
@@ -184,7 +185,7 @@ class Replica:
 
     def checkpoint(self) -> int | None:
         """The last applied source version (None: nothing applied yet), from the replica's Delta state."""
-        return _txn_version(self.spark, self.path, self._txn_app())
+        return CommitLog(self.spark, self.path, self._txn_app()).last_batch_id()
 
     def _txn_app(self, source_id: str | None = None) -> str:
         return f"{APP_ID}:{source_id or self.source_id}"
@@ -485,7 +486,8 @@ class Replica:
         extra: dict[str, Any] = {"replica": {"source_version": version, "operation": operation}}
         if recorded.get("stream_time_us") is not None:
             extra["stream_time_us"] = recorded["stream_time_us"]
-        metadata = delta_ops.batch_metadata(kind.app_id, recorded.get("batch_id"), **extra)
+        log = CommitLog(self.spark, self.path, kind.app_id)
+        metadata = log.metadata(recorded.get("batch_id"), {}, **extra)
         txn = None if source_id is None else (self._txn_app(source_id or None), version)
         return metadata, txn
 
@@ -494,16 +496,6 @@ class Replica:
         """A missing file must fail the read, never be skipped silently."""
         with delta_ops.session_confs(self.spark, {_IGNORE_MISSING_FILES: "false"}):
             yield
-
-
-def _txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
-    """The ``txnVersion`` recorded for ``app_id`` in the table's current snapshot (Delta's SetTransaction)."""
-    jvm = spark._jvm  # Delta exposes a table's transactions only on its JVM snapshot
-    assert jvm is not None
-    none = jvm.scala.Option.empty()
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    found = log.update(False, none, none).transactions().get(app_id)
-    return int(found.get()) if found.isDefined() else None
 
 
 def _missing_changes(error: Exception) -> bool:

@@ -7,13 +7,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 SEGMENT_COL = "segment"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Default segment interval tiers of Kafka's RocksDbVersionedKeyValueBytesStoreSupplier:
 # (retention up to, divisor, floor).
 _TIERS = (
@@ -35,19 +34,6 @@ def default_segment_interval(history_retention: timedelta) -> timedelta:
             return max(history_retention / divisor, floor)
     divisor, floor = _LONG_TIER
     return max(history_retention / divisor, floor)
-
-
-def micros(value: datetime | timedelta) -> int:
-    """Microseconds since the epoch (a datetime; naive means UTC) or in a duration (a timedelta)."""
-    if isinstance(value, timedelta):
-        return value // timedelta(microseconds=1)
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(microseconds=1)
-
-
-def from_micros(value: int) -> datetime:
-    """The UTC datetime ``value`` microseconds after the epoch."""
-    return _EPOCH + timedelta(microseconds=value)
 
 
 def segment_of(timestamp_us: int, interval_us: int) -> int:

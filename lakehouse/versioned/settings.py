@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError
 from lakehouse.schemas import load_schema
-from lakehouse.versioned.segments import micros
+from lakehouse.times import micros
 
 KIND = "versioned_store"
 

@@ -11,11 +11,16 @@ Semantics (the contract; bounds matter):
 - A read at ``as_of < ST - R`` is *expired*: only the latest version may answer, when it is not a
   tombstone and ``valid_from <= as_of``; a read at exactly ``ST - R`` is not expired.
 - Every write (put, delete, put_all batch) is one atomic Delta commit; a batch given a ``batch_id`` that
-  the table has already recorded is a no-op (replay). ``ST`` is recorded in each commit's metadata.
+  the table has already recorded is a no-op (replay), and a batch id is recorded even when every record
+  of the batch is dropped (or there is none). The last batch id is Delta's ``SetTransaction`` and ``ST``
+  is recorded by every commit the store makes, batches, expiry and VACUUM alike, so both survive Delta's
+  checkpoints and log cleanup (:mod:`lakehouse.commit_log`).
 
 Physical layout: partitioned by ``segment = floor(valid_to / segment_interval)`` (NULL for the latest
 versions). Expiry drops whole segments with a metadata-only DELETE; reads and writes prune segments.
-One writer per store at a time (a scheduled job); readers may run concurrently (snapshot isolation).
+One writer per store at a time (a scheduled job); readers may run concurrently (snapshot isolation). A
+write planned from one table version fails with ``ConcurrentWriteError``, writing nothing, when another
+writer committed after that version.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import CommitLog, Recorded
 from lakehouse.errors import InvalidInputError, LakehouseInternalError
 from lakehouse.ordering import require_order_columns
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import require_columns
+from lakehouse.times import from_micros, from_micros_or_none, micros, timestamp_lit
 from lakehouse.versioned import _plan
 from lakehouse.versioned._plan import TOMBSTONE, VALID_FROM, VALID_TO
 from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
@@ -42,8 +49,6 @@ from lakehouse.versioned.segments import (
     SEGMENT_COL,
     default_segment_interval,
     first_live_segment,
-    from_micros,
-    micros,
     segment_of,
     segments_from,
 )
@@ -66,6 +71,7 @@ class VersionedStore:
         self.settings = settings
         self.schema = schema
         self._writable = False
+        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -142,8 +148,12 @@ class VersionedStore:
         return None if us is None else from_micros(us)
 
     def _stream_time_us(self) -> int | None:
-        found = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME).get(_STREAM_TIME)
-        return None if found is None else int(found)
+        return _stream_time_of(self._log.read())
+
+    def state_version(self) -> tuple[int, int | None]:
+        """The store's current Delta version and its stream time (microseconds) as of that version."""
+        recorded = self._log.read()
+        return recorded.version, _stream_time_of(recorded)
 
     def _is_expired(self, as_of_us: int, stream_time_us: int | None) -> bool:
         return stream_time_us is not None and as_of_us < stream_time_us - self.settings.retention_us
@@ -159,12 +169,12 @@ class VersionedStore:
         """
         self._check_writable()
         t_us = micros(t)
-        stream_time_us = self._stream_time_us()
-        if self._is_expired(t_us, stream_time_us):
+        recorded = self._log.read()
+        if self._is_expired(t_us, _stream_time_of(recorded)):
             return PutResult(PutStatus.NOT_PUT)
         record = {**self._key_dict(key), **self._value_dict(value)}
         batch = self._one_record_frame(record, t_us)
-        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", stream_time_us)
+        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded)
         written = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) == t_us))
         row = written.select(F.unix_micros(VALID_TO).alias("to_us")).first()
         if row is None or row["to_us"] is None:
@@ -205,19 +215,16 @@ class VersionedStore:
 
         Raises:
             SchemaMismatchError: missing columns or wrong types. InvalidInputError: null keys, timestamps
-            or order columns, or a batch id below the last committed one. Nothing is written then.
+            or order columns, or a batch id below the last committed one. ConcurrentWriteError: another
+            writer committed after this batch read the store. Nothing is written then.
         """
         self._check_writable()
         self._check_frame(df, timestamp, sequence_by)
-        recorded = delta_ops.latest_recorded(self.spark, self.path, APP_ID, _STREAM_TIME, "batch_id")
-        last_batch = recorded.get("batch_id")
-        if batch_id is not None and not delta_ops.check_new_batch(
-            self.spark, self.path, APP_ID, batch_id, last_batch
-        ):
-            return self._replayed(batch_id)
+        recorded = self._log.read()
+        if batch_id is not None and not self._log.check_new(batch_id, recorded.last_batch_id):
+            return self._replayed(batch_id, recorded)
         tombstone = self._tombstone_condition(deletes)
-        stream_time_us = recorded.get(_STREAM_TIME)
-        return self._write(df, batch_id, sequence_by, tombstone, timestamp, stream_time_us)
+        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded)
 
     def _write(
         self,
@@ -226,10 +233,15 @@ class VersionedStore:
         sequence_by: str | None,
         tombstone: Column,
         timestamp: str,
-        stream_time_us: int | None,
+        recorded: Recorded,
     ) -> PutAllResult:
-        """Plan the batch against the store and commit it (one MERGE; none if every record is dropped)."""
+        """Plan the batch against the store as ``recorded`` and commit it in one Delta commit.
+
+        One MERGE; when no record is accepted, an empty append that records the batch id (none without a
+        batch id). The commit fails, writing nothing, if another writer committed after ``recorded``.
+        """
         keys, values = self.settings.keys, self.settings.values
+        stream_time_us = _stream_time_of(recorded)
         prepared = _plan.prepare_batch(df, keys, values, timestamp, tombstone, sequence_by)
         marked = _plan.mark_dropped(prepared, stream_time_us, self.settings.retention_us)
         marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
@@ -239,25 +251,36 @@ class VersionedStore:
                 raise LakehouseInternalError("an aggregate returned no row")
             _reject_nulls(stats)
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
+            state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
+            counts = {"records": stats["records"], "dropped": stats["dropped"]}
             written = 0
             if stats["min_accepted_us"] is not None:
-                metadata = {
-                    _STREAM_TIME: new_stream_time,
-                    "records": stats["records"],
-                    "dropped": stats["dropped"],
-                }
-                written = self._merge(marked, stats["records"], stats["min_accepted_us"], batch_id, metadata)
+                written = self._merge(marked, stats, batch_id, recorded.version, state, counts)
+            elif batch_id is not None:
+                self._record_empty(batch_id, recorded.version, state, counts)
         finally:
             marked.unpersist()
-        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, _datetime(new_stream_time))
+        new_time = from_micros_or_none(new_stream_time)
+        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
+
+    def _record_empty(
+        self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
+    ) -> None:
+        """Commit a batch that changes no row (no record, or all dropped): an empty idempotent append."""
+        options = self._log.writer_options(batch_id, state, **counts)
+        empty = self.spark.createDataFrame([], self.schema)
+        self._log.require_unchanged(read_version, f"put_all batch {batch_id}")
+        with self._log.guard(read_version, f"put_all batch {batch_id}"):
+            empty.write.format("delta").mode("append").options(**options).save(self.path)
 
     def _merge(
         self,
         marked: DataFrame,
-        records: int,
-        min_t_us: int,
+        stats: Any,
         batch_id: int | None,
-        metadata: Mapping[str, Any],
+        read_version: int,
+        state: Mapping[str, Any],
+        counts: Mapping[str, int],
     ) -> int:
         """Write the batch's resolved versions with one MERGE; returns the rows it inserted or updated.
 
@@ -267,14 +290,19 @@ class VersionedStore:
         keeps the last record per ``(key, t)`` and splices the versions (one shuffle of the batch and the
         matching stored bounds). The source is checkpointed once, so Delta's passes over it see one result
         and need not materialize it again; when the batch is small (by Spark's broadcast threshold) the keys
-        and the source are broadcast, so the store's files are scanned without being shuffled.
+        and the source are broadcast, so the store's files are scanned without being shuffled. The stored
+        bounds are read at ``read_version``, the version the batch was planned from; the MERGE runs in a
+        session of its own carrying the batch's txn and metadata (:meth:`CommitLog.session`).
         """
         keys, values = self.settings.keys, self.settings.values
+        records, min_t_us = stats["records"], stats["min_accepted_us"]
         incoming = _plan.accepted_records(marked, keys, values)
         # No distinct: a semi-join's build side may repeat keys, and a distinct would cost a shuffle.
         batch_keys = _broadcast_if_small(incoming.select(*keys), records)
         existing = (
-            self.table()
+            self.spark.read.format("delta")
+            .option("versionAsOf", read_version)
+            .load(self.path)
             .where(segments_from(min_t_us, self.settings.interval_us))
             .select(*keys, VALID_FROM, VALID_TO)
             .join(batch_keys, on=list(keys), how="left_semi")
@@ -291,12 +319,12 @@ class VersionedStore:
         )
         every_column = {f"`{c}`": f"s.`{c}`" for c in (*keys, *_plan.SYSTEM_COLUMNS, *values)}
         bounds_only = {VALID_TO: f"s.{VALID_TO}", SEGMENT_COL: f"s.{SEGMENT_COL}"}
-        with (
-            delta_ops.idempotent_dml(self.spark, APP_ID, batch_id, **metadata),
-            delta_ops.session_confs(self.spark, {_MATERIALIZE_SOURCE: "none"}),
-        ):
+        session = self._log.session(batch_id, state, {_MATERIALIZE_SOURCE: "none"}, **counts)
+        step = "put" if batch_id is None else f"put_all batch {batch_id}"
+        self._log.require_unchanged(read_version, step)
+        with self._log.guard(read_version, step):
             merged = (
-                DeltaTable.forPath(self.spark, self.path)
+                DeltaTable.forPath(session, self.path)
                 .alias("t")
                 .merge(source.alias("s"), condition)
                 .whenMatchedUpdate(condition=f"s.{_plan.INCOMING_FLAG}", set=every_column)
@@ -307,15 +335,17 @@ class VersionedStore:
             )
         return 0 if merged is None else int(merged["num_affected_rows"])
 
-    def _replayed(self, batch_id: int) -> PutAllResult:
-        found = delta_ops.batch_commit(self.spark, self.path, APP_ID, batch_id)
+    def _replayed(self, batch_id: int, recorded: Recorded) -> PutAllResult:
+        """The result of a committed batch, from its commit (counts 0 once it left the retained log)."""
+        found = self._log.batch_commit(batch_id)
         meta = found[1] if found else {}
+        stream_time = meta.get(_STREAM_TIME) if found else _stream_time_of(recorded)
         return PutAllResult(
             batch_id,
             int(meta.get("records", 0)),
             int(meta.get("dropped", 0)),
             0,
-            _datetime(meta.get(_STREAM_TIME)),
+            from_micros_or_none(stream_time),
             replayed=True,
         )
 
@@ -341,7 +371,7 @@ class VersionedStore:
         if found is None or found[TOMBSTONE]:
             return None
         return VersionedRecord(
-            found["value"].asDict(), from_micros(found["from_us"]), _datetime(found["to_us"])
+            found["value"].asDict(), from_micros(found["from_us"]), from_micros_or_none(found["to_us"])
         )
 
     def as_of(self, t: datetime, include_tombstones: bool = False) -> DataFrame:
@@ -352,7 +382,7 @@ class VersionedStore:
         left out unless ``include_tombstones``.
         """
         t_us = micros(t)
-        at = F.timestamp_micros(F.lit(t_us))
+        at = timestamp_lit(t_us)
         valid = (F.col(VALID_FROM) <= at) & (F.col(VALID_TO).isNull() | (F.col(VALID_TO) > at))
         if self._is_expired(t_us, self._stream_time_us()):
             valid = valid & F.col(VALID_TO).isNull()
@@ -411,13 +441,12 @@ class VersionedStore:
         them (one commit, or none when nothing is expired). Reads inside retention are unchanged.
         """
         self._check_writable()
-        stream_time_us = self._stream_time_us()
+        recorded = self._log.read()
+        stream_time_us = _stream_time_of(recorded)
         if stream_time_us is None:
             return ExpireResult(None, 0, 0)
         first_live = first_live_segment(stream_time_us, self.settings.retention_us, self.settings.interval_us)
-        metrics = delta_ops.drop_partitions_below(
-            self.spark, self.path, SEGMENT_COL, first_live, APP_ID, **{_STREAM_TIME: stream_time_us}
-        )
+        metrics = delta_ops.drop_partitions_below(self._log, SEGMENT_COL, first_live, recorded.state)
         return ExpireResult(
             first_live, int(metrics.get("numRemovedFiles", 0)), int(metrics.get("numDeletedRows", 0))
         )
@@ -426,13 +455,15 @@ class VersionedStore:
         """VACUUM the table with its own ``delta.deletedFileRetentionDuration``; returns files deleted.
 
         Files that a registered replica (``lakehouse.Replica``) within its ``max_lag`` still needs to catch
-        up are kept; see :func:`lakehouse.replica.vacuum_source`.
+        up are kept; see :func:`lakehouse.replica.vacuum_source`. Delta's VACUUM commits record the store's
+        state like every other commit of the store.
         """
         self._check_writable()
         # Imported here: the replica package reads the stores' settings and app ids.
         from lakehouse.replica.registry import vacuum_source
 
-        return vacuum_source(self.spark, self.path).files_deleted
+        session = self._log.session(None, self._log.read().state, operation="vacuum")
+        return vacuum_source(session, self.path).files_deleted
 
     def _check_writable(self) -> None:
         """Raise ``ReadOnlyReplicaError`` on a replica's table (checked once per store object)."""
@@ -551,10 +582,11 @@ def _reject_nulls(stats: Any) -> None:
             raise InvalidInputError(f"{stats[column]} record(s) with a null {what}: nothing was written")
 
 
+def _stream_time_of(recorded: Recorded) -> int | None:
+    found = recorded.state.get(_STREAM_TIME)
+    return None if found is None else int(found)
+
+
 def _max_or_none(current: int | None, candidate: int | None) -> int | None:
     values = [v for v in (current, candidate) if v is not None]
     return max(values) if values else None
-
-
-def _datetime(us: int | None) -> datetime | None:
-    return None if us is None else from_micros(int(us))

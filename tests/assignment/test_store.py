@@ -31,6 +31,7 @@ from lakehouse.assignment.errors import InvalidAssignmentError, NoSubscriptionsE
 from lakehouse.assignment.job import DEMO_CONFIG, demo_clients, demo_step, feed_back, run_assignment
 from lakehouse.assignment.queries import statement
 from lakehouse.assignment.store import APP_ID, AssignmentStore
+from lakehouse.commit_log import CommitLog
 from lakehouse.errors import InvalidInputError, LakehouseError, StoreSettingsConflictError
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -96,7 +97,7 @@ def test_one_commit_per_table_per_generation_partitioned_by_generation(
 ) -> None:
     store, _ = demo
     for path in (store.subscriptions_path, store.assignment_path):
-        commits = delta_ops.lakehouse_commits(spark, path, APP_ID).orderBy("version").collect()
+        commits = CommitLog(spark, path, APP_ID).commits().orderBy("version").collect()
         assert [row["batch_id"] for row in commits] == [1, 2]
         assert delta_ops.table_detail(spark, path)["partitionColumns"] == ["generation"]
         assert delta_ops.table_properties(spark, path)["lakehouse.num_standby_replicas"] == "1"
@@ -173,7 +174,8 @@ def test_who_owned_a_task_as_of_a_delta_commit_time(
         row[0]: datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row[1])
         for row in history.select("version", F.unix_micros("timestamp")).collect()
     }
-    first = delta_ops.batch_commit_version(spark, store.assignment_path, APP_ID, 1)
+    found = CommitLog(spark, store.assignment_path, APP_ID).batch_commit(1)
+    first = None if found is None else found[0]
     task = next(m.task for m in results[2].moves if m.role.value == "active")
     assert first is not None
     assert sql(spark, "owner_as_of", task=task, at=committed[first]) == [

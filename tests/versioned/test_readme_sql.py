@@ -8,8 +8,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from lakehouse.times import micros
 from lakehouse.versioned import VersionedStore
-from lakehouse.versioned.segments import micros, segment_of
+from lakehouse.versioned.segments import segment_of
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # the README's statements ask about T0 + 10 min

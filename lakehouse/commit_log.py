@@ -1,0 +1,284 @@
+"""The commit log of one writer on one Delta table: which batches it committed and what it recorded.
+
+A *writer* is an app id: a stateful table's own id (``lakehouse.versioned_store``), or, on a table several
+writers may share (a sink, a quarantine), the writing pipeline's id plus the table it owns, so writers
+never skip each other's batches.
+
+What survives Delta's checkpoints and log cleanup, and why:
+
+- **The last batch id** is Delta's own ``SetTransaction`` (``txnAppId`` -> ``txnVersion``), committed
+  atomically with the batch's data (writer options for appends, the txn confs of a scoped session for
+  DML). Checkpoints keep the newest version of every app id (``delta.setTransactionRetentionDuration`` is
+  never set), and Delta skips a commit whose version it has recorded already.
+- **The state the semantics carry from batch to batch** (stream times) is in the ``userMetadata`` of
+  *every* commit lakehouse makes on the table: batch commits and maintenance commits (expire, purge,
+  VACUUM) alike record the full current state, and an empty batch still commits. Delta's log cleanup only
+  removes commit files older than the newest checkpoint at or before the retention cutoff, so the newest
+  commit's file always survives; the state is read from the newest commits that carry it.
+- **Per-batch details** (which version a batch produced, what a replayed batch reported, a grace cutoff)
+  are read from the retained history; a batch older than ``delta.logRetentionDuration`` is gone from it
+  (as is time travel to it), and a replay of such a batch is refused with a clear error.
+
+Every setting that makes a commit idempotent lives in a cloned session (its own SQL conf, the same
+SparkContext and caches), so other threads' writes never pick them up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+)
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError
+
+METADATA_KEY = "lakehouse"
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_RECENT_COMMITS = 20
+_CONFLICTS = (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the table says at one version: the version, the writer's last batch id, its current state.
+
+    ``state`` holds the writer's state fields (e.g. ``stream_time_us``) as of ``version`` (see
+    :meth:`CommitLog.state_at`); empty before the first commit that records them.
+    """
+
+    version: int
+    last_batch_id: int | None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class CommitLog:
+    """The commits of writer ``app_id`` on the Delta table at ``path``.
+
+    ``state_fields`` name the metadata fields that make up the writer's state (see :meth:`state_at`).
+    """
+
+    def __init__(
+        self, spark: SparkSession, path: str, app_id: str, state_fields: tuple[str, ...] = ()
+    ) -> None:
+        self.spark = spark
+        self.path = path
+        self.app_id = app_id
+        self.state_fields = state_fields
+
+    # ------------------------------------------------------------------ reading
+    def read(self) -> Recorded:
+        """The table's current version, the last batch id (its ``SetTransaction``) and the current state.
+
+        Version and batch id come from one snapshot; the state from the newest commits at or below it.
+        """
+        snapshot = self._snapshot()
+        version = int(snapshot.version())
+        if version < 0:
+            raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
+        txn = snapshot.transactions().get(self.app_id)
+        last = int(txn.get()) if txn.isDefined() else None
+        return Recorded(version, last, self.state_at(version))
+
+    def last_batch_id(self) -> int | None:
+        """The largest batch id this writer committed to the table (kept in Delta checkpoints), or None."""
+        return self.read().last_batch_id
+
+    def state_at(self, version: int) -> dict[str, Any]:
+        """The state recorded by this writer's commits at or below ``version`` ({} if none).
+
+        State fields only grow (stream times), so each field is the largest value any of the newest
+        commits carrying state recorded: a maintenance commit that read the state just before a batch
+        committed cannot move it backwards. Reads the most recent commits first; the whole retained history
+        only if none of them carries state.
+        """
+        table = DeltaTable.forPath(self.spark, self.path)
+        for history in (table.history(_RECENT_COMMITS), table.history()):
+            rows = history.select("version", "userMetadata").collect()
+            state: dict[str, Any] = {}
+            for row in rows:
+                meta = parse_metadata(row["userMetadata"])
+                if int(row["version"]) > version or meta is None or meta.get("app_id") != self.app_id:
+                    continue
+                recorded = {f: meta[f] for f in self.state_fields if meta.get(f) is not None}
+                state = _largest(state, recorded)
+            if state or len(rows) < _RECENT_COMMITS:
+                return state
+        return {}
+
+    def commits(self) -> DataFrame:
+        """The retained commits of this writer: version, batch_id (NULL for maintenance), metadata (JSON)."""
+        meta_schema = "struct<app_id:string, batch_id:long>"
+        history = DeltaTable.forPath(self.spark, self.path).history().select("version", "userMetadata")
+        parsed = history.withColumn(
+            "meta", F.from_json(F.get_json_object("userMetadata", f"$.{METADATA_KEY}"), meta_schema)
+        )
+        return parsed.where(F.col("meta.app_id") == self.app_id).select(
+            "version", F.col("meta.batch_id").alias("batch_id"), F.col("userMetadata").alias("metadata")
+        )
+
+    def batch_commit(self, batch_id: int) -> tuple[int, dict[str, Any]] | None:
+        """The version whose commit recorded batch ``batch_id`` and that commit's metadata, if retained."""
+        row = self.commits().where(F.col("batch_id") == batch_id).orderBy(F.col("version").asc()).first()
+        if row is None:
+            return None
+        meta = parse_metadata(row["metadata"])
+        return int(row["version"]), meta or {}
+
+    def batch_metrics(self, batch_id: int) -> dict[str, str] | None:
+        """The ``operationMetrics`` of the commit of batch ``batch_id`` (None if not retained).
+
+        The newest commit is looked at first (the usual case: the batch just written or skipped).
+        """
+        table = DeltaTable.forPath(self.spark, self.path)
+        newest = table.history(1).select("userMetadata", "operationMetrics").first()
+        meta = (None if newest is None else parse_metadata(newest["userMetadata"])) or {}
+        if newest is not None and (meta.get("app_id"), meta.get("batch_id")) == (self.app_id, batch_id):
+            return dict(newest["operationMetrics"] or {})
+        found = self.batch_commit(batch_id)
+        if found is None:
+            return None
+        row = table.history().where(F.col("version") == found[0]).select("operationMetrics").first()
+        return {} if row is None else dict(row["operationMetrics"] or {})
+
+    def check_new(self, batch_id: int, last: int | None, noun: str = "batch id") -> bool:
+        """True if ``batch_id`` is new, False if it is a replay of a committed batch.
+
+        ``last`` is :attr:`Recorded.last_batch_id` of a :meth:`read`; ``noun`` names batch ids in errors.
+
+        Raises:
+            InvalidInputError: ``batch_id`` is negative, or below ``last`` without a retained commit of
+                its own (never committed, or committed longer ago than the table's log retention).
+        """
+        if batch_id < 0:
+            raise InvalidInputError(f"{noun} must be >= 0, got {batch_id}")
+        if last is None or batch_id > last:
+            return True
+        if batch_id == last or self.batch_commit(batch_id) is not None:
+            return False
+        raise InvalidInputError(
+            f"{noun} {batch_id} is below the last {noun} {last} committed to {self.path} and has no commit "
+            f"there (never committed, or older than the table's log retention): {noun}s must increase"
+        )
+
+    # ------------------------------------------------------------------ writing
+    def metadata(self, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> str:
+        """The ``userMetadata`` JSON of a commit: this writer, the batch (None: maintenance), the state.
+
+        ``{"lakehouse": {"app_id": ..., "batch_id": ..., <state fields>, <extra fields>}}``.
+        """
+        body = {"app_id": self.app_id, "batch_id": batch_id, **state, **extra}
+        return json.dumps({METADATA_KEY: body}, sort_keys=True)
+
+    def writer_options(self, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> dict[str, str]:
+        """DataFrameWriter options of an idempotent append (Delta skips it if ``batch_id`` is recorded)."""
+        options = {"userMetadata": self.metadata(batch_id, state, **extra)}
+        if batch_id is not None:
+            options.update(txnAppId=self.app_id, txnVersion=str(batch_id))
+        return options
+
+    def session(
+        self,
+        batch_id: int | None,
+        state: Mapping[str, Any],
+        confs: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> SparkSession:
+        """A session whose Delta commits (MERGE, DELETE, VACUUM) record this writer's batch and state.
+
+        A clone of the caller's session (same SparkContext, caches and settings, its own SQL conf) with the
+        txn and ``userMetadata`` confs set, plus ``confs``: nothing leaks into the caller's session or into
+        other threads' writes. Run the statement on tables opened with the returned session.
+        """
+        clone = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        settings = {_USER_METADATA: self.metadata(batch_id, state, **extra), **(confs or {})}
+        if batch_id is not None:
+            settings.update({_TXN_APP_ID: self.app_id, _TXN_VERSION: str(batch_id)})
+        for key, value in settings.items():
+            clone.conf.set(key, value)
+        return clone
+
+    def require_unchanged(self, read_version: int, step: str) -> None:
+        """Raise :class:`ConcurrentWriteError` if a commit landed after ``read_version`` (what ``step`` read).
+
+        Call it right before a commit planned from ``read_version``; :meth:`guard` covers the commit itself.
+        """
+        current = int(self._snapshot().version())
+        if current != read_version:
+            raise ConcurrentWriteError(self.path, step, read_version, self._describe(read_version + 1))
+
+    @contextmanager
+    def guard(self, read_version: int, step: str) -> Iterator[None]:
+        """Turn Delta's conflict exceptions of a commit planned from ``read_version`` into one line."""
+        try:
+            yield
+        except _CONFLICTS as error:
+            other = self._describe(read_version + 1)
+            raise ConcurrentWriteError(self.path, step, read_version, other) from error
+
+    # ------------------------------------------------------------------ internals
+    def _snapshot(self) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.path)
+        none = jvm.scala.Option.empty()
+        return log.update(False, none, none)
+
+    def _describe(self, version: int) -> str:
+        """``version N (OPERATION, batch B of APP)`` of a commit, as far as the history tells."""
+        row = (
+            DeltaTable.forPath(self.spark, self.path)
+            .history()
+            .where(F.col("version") == version)
+            .select("operation", "userMetadata")
+            .first()
+        )
+        if row is None:
+            return f"version {version}"
+        meta = parse_metadata(row["userMetadata"]) or {}
+        by = f", batch {meta.get('batch_id')} of {meta.get('app_id')}" if meta else ""
+        return f"version {version} ({row['operation']}{by})"
+
+
+def parse_metadata(text: str | None) -> dict[str, Any] | None:
+    """The lakehouse part of a commit's ``userMetadata``, or None (none, not JSON, not lakehouse's)."""
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    meta = parsed.get(METADATA_KEY) if isinstance(parsed, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _largest(a: Any, b: Any) -> Any:
+    """The larger of two recorded state values: per field for dicts, None counting as absent."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _largest(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+    if a is None or b is None:
+        return b if a is None else a
+    return max(a, b)

@@ -1,0 +1,77 @@
+"""A seen-ID index's commits: a second writer, shared tables, empty batches."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.dedup import Deduplicator
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError
+from tests.dedup.helpers import frame, labels
+from tests.reference.dedup import Rec
+
+INTERVAL = timedelta(seconds=10)
+
+
+def _recs(*events: tuple[str, int], first_offset: int = 0) -> list[Rec]:
+    return [Rec((i,), ts, 0, first_offset + n, f"{i}@{ts}") for n, (i, ts) in enumerate(events)]
+
+
+def _values(spark: SparkSession, path: str) -> Counter[str]:
+    return Counter(r["value"] for r in spark.read.format("delta").load(path).collect())
+
+
+def test_a_second_writer_that_read_before_the_first_committed_fails_and_writes_nothing(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """19.1: B resolves its batch, A runs a batch, B commits: B fails in one line, no id is doubled."""
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    writer_a = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    writer_b = Deduplicator.open(spark, index)
+    writer_a.run(frame(spark, _recs(("x", 0)), ("id",)), 0, sink=sink)
+    batch = frame(spark, _recs(("a", 5), ("b", 6), first_offset=1), ("id",))
+    checked = writer_b._log.require_unchanged
+
+    def a_commits_first(read_version: int, step: str) -> None:
+        writer_a.run(batch, 1, sink=sink)
+        checked(read_version, step)
+
+    monkeypatch.setattr(writer_b._log, "require_unchanged", a_commits_first)
+    with pytest.raises(ConcurrentWriteError, match=r"batch 1 of lakehouse\.dedup") as raised:
+        writer_b.run(batch, 2, sink=sink)
+    assert "\n" not in str(raised.value)
+    assert _values(spark, sink) == Counter({"x@0": 1, "a@5": 1, "b@6": 1})
+    assert Counter(r["id"] for r in writer_a.index().collect()) == Counter({"x": 1, "a": 1, "b": 1})
+
+
+def test_deduplicators_sharing_a_quarantine_and_a_sink_never_skip_each_others_batches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """19.5: the batch ids in shared tables are per deduplicator."""
+    quarantine, sink = str(tmp_path / "quarantine"), str(tmp_path / "sink")
+    one, two = (
+        Deduplicator.create(spark, str(tmp_path / n), by="id", interval=INTERVAL, quarantine_path=quarantine)
+        for n in ("one", "two")
+    )
+    one.run(frame(spark, _recs(("a", 0), ("a", 1)), ("id",)), 0, sink=sink)
+    two.run(frame(spark, _recs(("b", 0), ("b", 2)), ("id",)), 0, sink=sink)
+    assert _values(spark, sink) == Counter({"a@0": 1, "b@0": 1})
+    assert sorted(r["id"] for r in spark.read.format("delta").load(quarantine).collect()) == ["a", "b"]
+
+
+def test_empty_and_all_duplicate_batches_record_their_batch_id(spark: SparkSession, table_path: str) -> None:
+    """19.9: a batch that saves nothing commits its id: a lower id is refused, a replay answers the same."""
+    dedup = Deduplicator.create(spark, table_path, by="id", interval=INTERVAL)
+    dedup.apply(frame(spark, _recs(("a", 0)), ("id",)), 0).count()
+    assert labels(dedup.apply(frame(spark, [], ("id",)), 3)) == []
+    duplicate = frame(spark, _recs(("a", 2), first_offset=1), ("id",))
+    assert labels(dedup.apply(duplicate, 5)) == []
+    with pytest.raises(InvalidInputError, match="batch ids must increase"):
+        dedup.apply(frame(spark, _recs(("b", 3), first_offset=2), ("id",)), 4)
+    assert labels(dedup.apply(frame(spark, [], ("id",)), 3)) == []
+    assert labels(dedup.apply(duplicate, 5)) == []
+    assert dedup.stats is not None and dedup.stats.replay and dedup.stats.duplicates == 1

@@ -1,0 +1,134 @@
+"""The commit log of a writer: idempotent commits, the last batch id and state, scoped txn settings."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from lakehouse.commit_log import CommitLog, parse_metadata
+from lakehouse.delta_ops import ensure_table
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError
+from tests.durability import FAST_CLEANUP, age_log, deleted_since
+
+SCHEMA = T.StructType([T.StructField("id", T.LongType()), T.StructField("part", T.IntegerType())])
+APP = "test-app"
+
+
+def _rows(spark: SparkSession, path: str) -> list[tuple[int, int]]:
+    return sorted((r["id"], r["part"]) for r in spark.read.format("delta").load(path).collect())
+
+
+def test_replayed_batch_is_skipped_by_delta_for_appends_and_merges(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    log = CommitLog(spark, table_path, APP, ("t",))
+    batch = spark.createDataFrame([(1, 0), (2, 0)], SCHEMA)
+    for _ in range(2):
+        batch.write.format("delta").mode("append").options(**log.writer_options(0, {"t": 1})).save(table_path)
+    assert _rows(spark, table_path) == [(1, 0), (2, 0)]
+    update = spark.createDataFrame([(1, 5)], SCHEMA)
+    for _ in range(2):
+        session = log.session(1, {"t": 2})
+        DeltaTable.forPath(session, table_path).alias("t").merge(
+            update.alias("s"), "t.id = s.id"
+        ).whenMatchedUpdate(set={"part": "t.part + s.part"}).execute()
+    assert _rows(spark, table_path) == [(1, 5), (2, 0)]
+    assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
+    recorded = log.read()
+    assert (recorded.version, recorded.last_batch_id, recorded.state) == (2, 1, {"t": 2})
+    assert [log.batch_commit(b)[0] for b in (0, 1)] == [1, 2]  # type: ignore[index]
+
+
+def test_check_new_tells_replays_and_rejects_gaps(spark: SparkSession, table_path: str) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    log = CommitLog(spark, table_path, APP)
+    assert log.check_new(0, log.last_batch_id())
+    spark.createDataFrame([(1, 0)], SCHEMA).write.format("delta").mode("append").options(
+        **log.writer_options(5, {})
+    ).save(table_path)
+    last = log.last_batch_id()
+    assert last == 5
+    assert not log.check_new(5, last)
+    assert log.check_new(6, last)
+    with pytest.raises(InvalidInputError, match="batch ids must increase"):
+        log.check_new(4, last)
+    with pytest.raises(InvalidInputError, match=">= 0"):
+        log.check_new(-1, last)
+    assert CommitLog(spark, table_path, "another-writer").last_batch_id() is None
+
+
+def test_state_is_the_largest_recorded_and_survives_log_cleanup(spark: SparkSession, table_path: str) -> None:
+    ensure_table(spark, table_path, SCHEMA, properties=FAST_CLEANUP)
+    log = CommitLog(spark, table_path, APP, ("t", "m"))
+    row = spark.createDataFrame([(1, 0)], SCHEMA)
+
+    def commit(batch: int | None, state: dict[str, object]) -> None:
+        options = log.writer_options(batch, state)
+        row.write.format("delta").mode("append").options(**options).save(table_path)
+
+    commit(0, {"t": 5, "m": {"0": 1}})
+    commit(1, {"t": 9, "m": {"0": 1, "1": 4}})
+    # A maintenance commit that read the state before batch 1 committed cannot move it backwards.
+    commit(None, {"t": 5})
+    assert log.read().state == {"t": 9, "m": {"0": 1, "1": 4}}
+    before = age_log(table_path)
+    for _ in range(2):  # maintenance commits carry the state on; the checkpoint triggers the cleanup
+        commit(None, log.read().state)
+    assert "00000000000000000002.json" in deleted_since(table_path, before)  # batch 1's commit is gone
+    assert log.batch_commit(1) is None
+    recorded = log.read()
+    assert (recorded.last_batch_id, recorded.state) == (1, {"t": 9, "m": {"0": 1, "1": 4}})
+    assert not log.check_new(1, recorded.last_batch_id)
+    with pytest.raises(InvalidInputError, match="older than the table's log retention"):
+        log.check_new(0, recorded.last_batch_id)
+
+
+def test_writes_fail_with_one_line_when_the_table_moved_since_it_was_read(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    log = CommitLog(spark, table_path, APP)
+    read = log.read().version
+    spark.createDataFrame([(1, 0)], SCHEMA).write.format("delta").mode("append").options(
+        **CommitLog(spark, table_path, "other").writer_options(3, {})
+    ).save(table_path)
+    with pytest.raises(ConcurrentWriteError, match="batch 3 of other") as raised:
+        log.require_unchanged(read, "test step")
+    assert "\n" not in str(raised.value)
+    log.require_unchanged(read + 1, "test step")
+
+
+def test_txn_settings_do_not_leak_into_other_threads_writes(spark: SparkSession, tmp_path: object) -> None:
+    """19.2: a session's txn confs made another thread's plain appends skip rows and carry our metadata."""
+    ours, theirs = f"{tmp_path}/ours", f"{tmp_path}/theirs"
+    ensure_table(spark, ours, SCHEMA)
+    ensure_table(spark, theirs, SCHEMA)
+    log = CommitLog(spark, ours, APP)
+    update = spark.createDataFrame([(1, 5)], SCHEMA)
+    appended = threading.Event()
+
+    def append_elsewhere() -> None:
+        for i in range(6):
+            spark.createDataFrame([(i, 0)], SCHEMA).write.format("delta").mode("append").save(theirs)
+        appended.set()
+
+    thread = threading.Thread(target=append_elsewhere)
+    session = log.session(100, {"t": 1})  # our write's settings exist while the other thread appends
+    thread.start()
+    for batch in range(101, 104):
+        DeltaTable.forPath(session, ours).alias("t").merge(
+            update.alias("s"), "t.id = s.id"
+        ).whenNotMatchedInsertAll().execute()
+        session = log.session(batch, {"t": 1})
+    thread.join()
+    assert appended.is_set()
+    assert _rows(spark, theirs) == [(i, 0) for i in range(6)]
+    history = DeltaTable.forPath(spark, theirs).history().select("userMetadata").collect()
+    assert all(parse_metadata(row["userMetadata"]) is None for row in history)
+    assert CommitLog(spark, theirs, APP).last_batch_id() is None
+    assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
