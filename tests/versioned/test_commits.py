@@ -1,16 +1,58 @@
-"""A versioned store's commits: a second writer, empty and all-dropped batches (issue 19)."""
+"""A versioned store's commits: durable state under log cleanup, a second writer, empty batches (issue 19)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
-from lakehouse.versioned import VersionedStore
-from tests.versioned.helpers import batch_frame, create_store, store_history
+from lakehouse.versioned import PutStatus, VersionedStore
+from tests.durability import age_log, deleted_since, enable_fast_cleanup
+from tests.versioned.helpers import at, batch_frame, create_store, ms_of, store_history
 
 RETENTION_MS = 10_000
 INTERVAL_MS = 2_000
+FIRST = [("K1", "a", 0, 0, 0), ("K2", "b", 5_000, 0, 1)]
+SECOND = [("K1", "c", 30_000, 0, 2)]
+NEXT = [("K1", "d", 25_000, 0, 3), ("K2", "e", 19_000, 0, 4), ("K3", "f", 31_000, 0, 5)]
+
+
+def _state(store: VersionedStore) -> tuple[Any, ...]:
+    late = store.get("K1", at(1_000))
+    return ms_of(store.stream_time), late, store_history(store)
+
+
+def test_state_survives_checkpoints_log_cleanup_and_maintenance(spark: SparkSession, tmp_path: Path) -> None:
+    """19.3: stream time and batch ids outlive 10+ vacuum/expire calls and Delta's log cleanup."""
+    plain = create_store(spark, str(tmp_path / "plain"), RETENTION_MS, INTERVAL_MS)
+    cleaned = create_store(spark, str(tmp_path / "cleaned"), RETENTION_MS, INTERVAL_MS)
+    enable_fast_cleanup(spark, cleaned.path)
+    for store in (plain, cleaned):
+        store.put_all(batch_frame(spark, FIRST), batch_id=0)
+        store.put_all(batch_frame(spark, SECOND), batch_id=1)
+    cleaned.expire()
+    before = age_log(cleaned.path)
+    for _ in range(2):  # 10 VACUUMs; the second aging lets the cleanup reach the batches' commits
+        for _ in range(5):
+            cleaned.vacuum()
+        age_log(cleaned.path)
+    cleaned.vacuum()
+    assert "00000000000000000002.json" in deleted_since(cleaned.path, before)  # batch 0's commit is gone
+    assert _state(cleaned) == _state(plain)
+    assert ms_of(cleaned.stream_time) == 30_000
+    assert cleaned.get("K1", at(1_000)) is None  # expired: not answered from the history still stored
+    with pytest.raises(InvalidInputError, match="older than the table's log retention"):
+        cleaned.put_all(batch_frame(spark, FIRST), batch_id=0)  # refused, not re-applied
+    replay = cleaned.put_all(batch_frame(spark, SECOND), batch_id=1)  # the last batch: Delta's txn
+    assert replay.replayed and replay.rows_written == 0
+    assert cleaned.put("K9", "late", at(19_999)).status is PutStatus.NOT_PUT
+    results = [store.put_all(batch_frame(spark, NEXT), batch_id=2) for store in (plain, cleaned)]
+    assert results[0] == results[1]
+    assert store_history(cleaned) == store_history(plain)
+    assert ms_of(cleaned.stream_time) == ms_of(plain.stream_time) == 31_000
 
 
 def test_a_second_writer_that_planned_before_the_first_committed_fails_and_writes_nothing(
