@@ -60,11 +60,6 @@ def test_every_public_name_imports() -> None:
         assert [n for n in module.__all__ if not hasattr(module, n)] == [], package
 
 
-@pytest.mark.xfail(
-    reason="known failure (session 3): a README sql block on delta.`path` fails "
-        "with UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY",
-    strict=False,
-)
 def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
     """Run in a fresh process whose working directory is a temporary folder, as a user's first copy-paste
     would (Spark resolves relative paths against the JVM's working directory, so it must start there)."""
