@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
+from lakehouse.errors import NotALakehouseTableError
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 _MAX_DEPTH = 4
@@ -21,6 +23,26 @@ KIND_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}kind"
 def path_exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists on its file system (local, HDFS, S3, ... through Hadoop)."""
     return bool(hadoop_fs(spark, path).exists(hadoop_path(spark, path)))
+
+
+def lakehouse_properties(spark: SparkSession, path: str, kind: str) -> dict[str, str]:
+    """The ``lakehouse.*`` properties of the lakehouse table of ``kind`` at ``path`` (one metadata read).
+
+    Raises:
+        NotALakehouseTableError: nothing exists at ``path``, it is not a Delta table (a Parquet folder, a
+            file), it is a Delta table lakehouse did not create, or a lakehouse table of another kind.
+    """
+    if not path_exists(spark, path):
+        raise NotALakehouseTableError(path, kind, "nothing exists there")
+    if not DeltaTable.isDeltaTable(spark, path):
+        raise NotALakehouseTableError(path, kind, "it is not a Delta table (no _delta_log)")
+    properties = delta_ops.table_properties(spark, path)
+    found = properties.get(KIND_PROPERTY)
+    if found is None:
+        raise NotALakehouseTableError(path, kind, "it is a Delta table lakehouse did not create")
+    if found != kind:
+        raise NotALakehouseTableError(path, kind, f"it is a {found}")
+    return properties
 
 
 def find_tables(spark: SparkSession, root: str) -> dict[str, str]:

@@ -54,6 +54,16 @@ class StoreSettingsConflictError(LakehouseError, ValueError):
         )
 
 
+class NotALakehouseTableError(LakehouseError, ValueError):
+    """``open`` was given a path that holds no lakehouse table of the kind asked for."""
+
+    def __init__(self, path: str, kind: str, problem: str) -> None:
+        self.path = path
+        self.kind = kind
+        self.problem = problem
+        super().__init__(f"no {kind} at {path}: {problem}")
+
+
 class ReadOnlyReplicaError(LakehouseError, ValueError):
     """A write was attempted on a replica (``lakehouse.replica``); only its sync may write it."""
 

@@ -48,6 +48,7 @@ from lakehouse.assignment.state import (
     sorted_tasks,
 )
 from lakehouse.assignment.validate import validate_assignment
+from lakehouse.catalog import lakehouse_properties
 from lakehouse.commit_log import CommitLog
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
@@ -168,13 +169,14 @@ class AssignmentStore:
 
         Raises:
             NoSubscriptionsError: a table does not exist (nothing was ever subscribed there).
-            StoreSettingsConflictError: the tables are not a lakehouse assignment store, or disagree.
+            NotALakehouseTableError: the assignment table is not a lakehouse assignment store.
+            StoreSettingsConflictError: the two tables disagree.
         """
         subs, assigned = _paths(root, subscriptions_path, assignment_path)
         for path in (subs, assigned):
             if not DeltaTable.isDeltaTable(spark, path):
                 raise NoSubscriptionsError(path)
-        config = config_from_properties(assigned, delta_ops.table_properties(spark, assigned))
+        config = config_from_properties(assigned, lakehouse_properties(spark, assigned, KIND))
         delta_ops.check_table_settings(
             spark, subs, load_schema(SUBSCRIPTIONS_SCHEMA), (GENERATION,), config_properties(config)
         )

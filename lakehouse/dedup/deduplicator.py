@@ -63,6 +63,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.catalog import lakehouse_properties
 from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
@@ -73,6 +74,7 @@ from lakehouse.dedup.settings import (
     ENTRY_OFFSET_COL,
     ENTRY_PARTITION_COL,
     ENTRY_TS_COL,
+    KIND,
     TASK_COL,
     DedupSettings,
     bucket_of,
@@ -178,9 +180,13 @@ class Deduplicator:
 
     @classmethod
     def open(cls, spark: SparkSession, path: str) -> Deduplicator:
-        """Open an existing index; its settings are read back from the table's properties."""
+        """Open an existing index; its settings are read back from the table's properties.
+
+        Raises:
+            NotALakehouseTableError: ``path`` holds no seen-ID index.
+        """
         path = resolve_path(path)
-        settings = DedupSettings.from_properties(path, delta_ops.table_properties(spark, path))
+        settings = DedupSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
         return cls(spark, path, settings)
 
     # ------------------------------------------------------------------ state

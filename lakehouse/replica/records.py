@@ -61,14 +61,17 @@ class VacuumReport:
     """What a replica-aware VACUUM of a source did.
 
     Attributes:
-        files_deleted: Files VACUUM deleted.
-        retention_hours: The retention VACUUM ran with (at least the table's own).
+        files_deleted: Files VACUUM deleted (0 when it was held back).
+        retention_hours: The table's own retention (``delta.deletedFileRetentionDuration``), in hours.
         protected: Replica paths whose changes were kept (behind, but within their ``max_lag``).
         beyond_retention: Replica paths further behind than their ``max_lag``: their changes may be gone,
             and their next sync re-initializes them.
+        held_back_by: Protected replicas that need files older than the retention: while there is any,
+            nothing is vacuumed.
     """
 
     files_deleted: int
     retention_hours: float
     protected: tuple[str, ...]
     beyond_retention: tuple[str, ...]
+    held_back_by: tuple[str, ...]

@@ -7,7 +7,6 @@ newest row of a replica path wins; an unregistered path has a row with ``active`
 
 from __future__ import annotations
 
-import math
 import warnings
 from datetime import UTC, datetime, timedelta
 
@@ -32,6 +31,9 @@ _SCHEMA = T.StructType(
     ]
 )
 _US = timedelta(microseconds=1)
+#: Margin over what a protected replica needs: VACUUM stamps its horizon at its own commit, some time after
+#: the decision here, and a replica's coverage check compares against that horizon.
+_PLANNING_SLACK = timedelta(minutes=10)
 
 
 class ReplicaBeyondRetentionWarning(UserWarning):
@@ -85,40 +87,40 @@ def registered(spark: SparkSession, source_path: str) -> dict[str, tuple[str, in
 
 
 def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = None) -> VacuumReport:
-    """VACUUM the source, keeping every file a registered replica within its ``max_lag`` still needs.
+    """VACUUM the source with its own retention, unless a registered replica within its ``max_lag`` needs
+    files that VACUUM would delete.
 
-    The retention is the table's own (``delta.deletedFileRetentionDuration``), stretched to the oldest
-    commit such a replica still has to apply (minus the history's write margin). A replica further behind
-    than its ``max_lag`` is not protected: it is reported (and warned about), and its next sync
-    re-initializes it.
+    The retention is the table's own (``delta.deletedFileRetentionDuration``): Delta forgets removed files
+    older than it, so a longer ``RETAIN`` cannot keep them. A replica behind, but within its ``max_lag``,
+    needs the files of every commit after its checkpoint (written up to the history's write margin before
+    the commit, plus a slack until VACUUM commits). If any such replica needs files older than the
+    retention, nothing is vacuumed and the report says which replicas held it back (raise the retention
+    or sync them). A replica further behind than its ``max_lag`` is not protected: it is reported (and
+    warned about), and its next sync re-initializes it.
     """
     from lakehouse.replica.replica import Replica  # the replica module imports this one
 
     source_path = resolve_path(source_path)
     now = now or datetime.now(UTC)
     table = DeltaTable.forPath(spark, source_path)
-    default_hours = _default_retention_hours(spark, source_path)
+    hours = _default_retention_hours(spark, source_path)
+    horizon = now - timedelta(hours=hours)
     commits = _history.source_commits(spark, source_path)
     times = {c.version: c.timestamp.replace(tzinfo=UTC) for c in commits}
-    needed_since: datetime | None = None
-    protected, beyond = [], []
+    protected, beyond, holding = [], [], []
     for path, (_, max_lag_us) in sorted(registered(spark, source_path).items()):
         if not DeltaTable.isDeltaTable(spark, path):
             continue
         checkpoint = Replica.open(spark, path).checkpoint()
-        first_needed = times.get((checkpoint if checkpoint is not None else -2) + 1)
         if checkpoint is None or checkpoint + 1 not in times:
             continue  # restores from a snapshot (nothing held) or is caught up
-        assert first_needed is not None
+        first_needed = times[checkpoint + 1]
         if first_needed < now - timedelta(microseconds=max_lag_us):
             beyond.append(path)
             continue
         protected.append(path)
-        since = first_needed - _history.WRITE_MARGIN
-        needed_since = since if needed_since is None else min(needed_since, since)
-    hours = default_hours
-    if needed_since is not None:
-        hours = max(hours, math.ceil((now - needed_since) / timedelta(hours=1) * 1000) / 1000)
+        if first_needed - _history.WRITE_MARGIN - _PLANNING_SLACK <= horizon:
+            holding.append(path)
     for path in beyond:
         warnings.warn(
             f"VACUUM of {source_path} does not keep the changes replica {path} needs (further behind than "
@@ -126,10 +128,12 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
             ReplicaBeyondRetentionWarning,
             stacklevel=2,
         )
+    if holding:
+        return VacuumReport(0, hours, tuple(protected), tuple(beyond), tuple(holding))
     table.vacuum(hours)
     row = table.history(1).select("operationMetrics").first()
     deleted = int((row["operationMetrics"] or {}).get("numDeletedFiles", 0)) if row is not None else 0
-    return VacuumReport(deleted, hours, tuple(protected), tuple(beyond))
+    return VacuumReport(deleted, hours, tuple(protected), tuple(beyond), ())
 
 
 def _default_retention_hours(spark: SparkSession, path: str) -> float:

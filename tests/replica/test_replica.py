@@ -120,11 +120,6 @@ def test_versioned_replicas_equal_the_source_at_their_checkpoint(
         max_size=3,
     )
 )
-@pytest.mark.xfail(
-    reason="known bug (session 3): a dedup batch that is a replay commits nothing, so the comparison "
-    "zips fewer source versions than batches (ValueError in zip strict)",
-    strict=False,
-)
 def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, batches
 ) -> None:
@@ -136,7 +131,7 @@ def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
     for batch_id, batch in enumerate(batches):
         records = []
         for ident, ts, partition in batch:
-            records.append((ident, ts + 20 * batch_id, partition, offsets[partition]))
+            records.append(((ident, "i"), ts + 20 * batch_id, partition, offsets[partition]))
             offsets[partition] += 1
         dedup.apply(frame(spark, labelled(records), ("key", "id")), batch_id)
         if batch_id == 1:
@@ -223,11 +218,6 @@ def test_a_foreign_write_to_the_replica_is_detected_and_repaired(spark: SparkSes
     assert_equals_source(replica)
 
 
-@pytest.mark.xfail(
-    reason="known bug (session 3): vacuum_source lets VACUUM remove files a replica within its max_lag "
-    "still needs, so the replica is re-initialized",
-    strict=False,
-)
 def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
     spark: SparkSession, tmp_path
 ) -> None:
@@ -248,9 +238,17 @@ def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
     with pytest.warns(UserWarning, match="further behind"):
         report = vacuum_source(spark, store.path)
     assert report.protected == (kept.path,) and report.beyond_retention == (lost.path,)
+    # Delta forgets removed files older than the table's retention (0 here): nothing is vacuumed.
+    assert report.held_back_by == (kept.path,) and report.files_deleted == 0
     with no_reinit():
         assert not kept.sync().restored
     assert_equals_source(kept)
+    with pytest.warns(UserWarning, match="further behind"):
+        report = vacuum_source(spark, store.path)  # kept is caught up: nothing holds VACUUM back
+    assert report.held_back_by == () and report.files_deleted > 0
+    with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
+        assert lost.sync().restored
+    assert_equals_source(lost)
 
 
 @pytest.mark.slow
