@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
+from lakehouse.catalog import lakehouse_properties
 from lakehouse.commit_log import CommitLog, Recorded
 from lakehouse.errors import InvalidInputError, LakehouseInternalError
 from lakehouse.ordering import require_order_columns
@@ -52,7 +53,7 @@ from lakehouse.versioned.segments import (
     segment_of,
     segments_from,
 )
-from lakehouse.versioned.settings import StoreSettings, table_schema
+from lakehouse.versioned.settings import KIND, StoreSettings, table_schema
 
 APP_ID = "lakehouse.versioned_store"
 _STREAM_TIME = "stream_time_us"
@@ -131,9 +132,13 @@ class VersionedStore:
 
     @classmethod
     def open(cls, spark: SparkSession, path: str) -> VersionedStore:
-        """Open an existing store; its settings are read back from the table's properties."""
+        """Open an existing store; its settings are read back from the table's properties.
+
+        Raises:
+            NotALakehouseTableError: ``path`` holds no versioned store.
+        """
         path = resolve_path(path)
-        settings = StoreSettings.from_properties(path, delta_ops.table_properties(spark, path))
+        settings = StoreSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
         return cls(spark, path, settings, spark.read.format("delta").load(path).schema)
 
     # ------------------------------------------------------------------ state
@@ -289,16 +294,16 @@ class VersionedStore:
         target too), and only their bounds, semi-joined with the batch's keys. One window per key both
         keeps the last record per ``(key, t)`` and splices the versions (one shuffle of the batch and the
         matching stored bounds). The source is checkpointed once, so Delta's passes over it see one result
-        and need not materialize it again; when the batch is small (by Spark's broadcast threshold) the keys
-        and the source are broadcast, so the store's files are scanned without being shuffled. The stored
+        and need not materialize it again. No join hints: a broadcast hint on the source measured no faster
+        (bench/RESULTS_versioned.md) and Delta's MERGE cannot honour it in its outer join. The stored
         bounds are read at ``read_version``, the version the batch was planned from; the MERGE runs in a
         session of its own carrying the batch's txn and metadata (:meth:`CommitLog.session`).
         """
         keys, values = self.settings.keys, self.settings.values
-        records, min_t_us = stats["records"], stats["min_accepted_us"]
+        min_t_us = stats["min_accepted_us"]
         incoming = _plan.accepted_records(marked, keys, values)
-        # No distinct: a semi-join's build side may repeat keys, and a distinct would cost a shuffle.
-        batch_keys = _broadcast_if_small(incoming.select(*keys), records)
+        # No distinct: a semi-join's right side may repeat keys, and a distinct would cost a shuffle.
+        batch_keys = incoming.select(*keys)
         existing = (
             self.spark.read.format("delta")
             .option("versionAsOf", read_version)
@@ -308,7 +313,7 @@ class VersionedStore:
             .join(batch_keys, on=list(keys), how="left_semi")
         )
         resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
-        source = _broadcast_if_small(resolved.localCheckpoint(eager=True), 2 * records)
+        source = resolved.localCheckpoint(eager=True)
         min_segment = segment_of(min_t_us, self.settings.interval_us)
         condition = " AND ".join(
             [
@@ -532,44 +537,6 @@ class VersionedStore:
         )
         require_columns(df.schema, expected, "put_all batch")
         require_order_columns(df, sequence_by)
-
-
-def _broadcast_if_small(df: DataFrame, rows: int) -> DataFrame:
-    """``df`` with a broadcast hint if ``rows`` of its width fit Spark's ``autoBroadcastJoinThreshold``.
-
-    Spark cannot see the size of a checkpointed or re-aggregated batch before running it; we know its row
-    count from the batch's stats, so we apply Spark's own threshold (-1 disables broadcasting).
-    """
-    threshold = df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1"
-    limit = _bytes(threshold)
-    width = sum(_WIDTH.get(type(field.dataType), _OTHER_WIDTH) for field in df.schema.fields)
-    return df.hint("broadcast") if 0 <= rows * width <= limit else df
-
-
-# Bytes per value, as Spark's own estimates count them (``DataType.defaultSize``).
-_WIDTH: dict[type[T.DataType], int] = {
-    T.BooleanType: 1,
-    T.ByteType: 1,
-    T.ShortType: 2,
-    T.IntegerType: 4,
-    T.FloatType: 4,
-    T.DateType: 4,
-    T.LongType: 8,
-    T.DoubleType: 8,
-    T.TimestampType: 8,
-    T.TimestampNTZType: 8,
-    T.StringType: 20,
-}
-_OTHER_WIDTH = 64
-
-
-def _bytes(size: str) -> int:
-    """A Spark byte-size conf value (``10485760``, ``10485760b``, ``10MB``) in bytes; -1 stays -1."""
-    text = size.strip().lower().removesuffix("b")
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
 
 
 def _reject_nulls(stats: Any) -> None:
