@@ -15,8 +15,9 @@ RATES_TOPIC = "rates"
 def produce_demo(spark: SparkSession, bootstrap_servers: str, size: DemoSize) -> dict[str, int]:
     """Send the demo's transactions (re-sends included) and rate changelog; return records per topic.
 
-    ``transactions``: key ``txn_id``, JSON value ``txn_id, currency, amount, event_time``. ``rates``: a
-    compacted topic, key ``currency``, value ``rate, event_time``, deletes as tombstones (null values).
+    ``transactions``: key ``txn_id``, JSON value ``currency, amount, event_time``. ``rates``: a compacted
+    topic, key ``currency``, value ``rate, event_time, deleted``, deletes as tombstones (null values, the
+    event time in their ``event_time`` header). ``[pipeline.demo_kafka]`` reads both.
     Each Kafka partition's records are sent by one task in the demo's arrival order (offset).
     """
     create_topic(spark, bootstrap_servers, TRANSACTIONS_TOPIC, partitions=TXN_PARTITIONS)
@@ -38,6 +39,7 @@ def produce_demo(spark: SparkSession, bootstrap_servers: str, size: DemoSize) ->
         ordered = df.repartition(
             df.sparkSession.sparkContext.defaultParallelism, "partition"
         ).sortWithinPartitions("partition", "offset")
-        produce(ordered.drop("offset"), bootstrap_servers, topic, key=key, tombstone=tombstone)
+        sendable = ordered.drop("offset")
+        produce(sendable, bootstrap_servers, topic, key=key, tombstone=tombstone, timestamp="event_time")
         sent[topic] = df.count()
     return sent

@@ -1,4 +1,4 @@
-"""Kafka topics in and out of Spark: records in the dedup input's shape, topics, producing, ingesting.
+"""Kafka topics in and out of Spark: records in the dedup input's shape, topics, producing.
 
 Reading goes through Spark's Kafka source (``org.apache.spark:spark-sql-kafka-0-10_2.13``, resolved with
 the Delta jars into every embedded session). A Kafka record becomes one row: ``topic``, ``partition``,
@@ -10,16 +10,16 @@ store reads as a delete.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.dedup import Deduplicator, DedupStats
 from lakehouse.errors import InvalidInputError, SchemaMismatchError
 
-KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key")
+#: The columns of a Kafka record besides its key (whose column is named by the caller).
+KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
 #: Producer settings of :func:`produce`: no idempotence, retries on, all replicas acknowledge. A retried
 #: send may then be written twice (a broker-side re-delivery), as with any at-least-once producer.
 AT_LEAST_ONCE_PRODUCER = {
@@ -37,6 +37,7 @@ def read_kafka(
     value_schema: T.StructType | str,
     *,
     timestamp: str | None = None,
+    key: str = "key",
     max_offsets_per_trigger: int = 0,
     options: Mapping[str, str] | None = None,
 ) -> DataFrame:
@@ -52,47 +53,62 @@ def read_kafka(
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", "true")
+        .option("includeHeaders", "true")
     )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
-    return kafka_records(reader.load(), value_schema, timestamp=timestamp)
+    return kafka_records(reader.load(), value_schema, timestamp=timestamp, key=key)
 
 
 def kafka_records(
-    raw: DataFrame, value_schema: T.StructType | str, *, timestamp: str | None = None
+    raw: DataFrame, value_schema: T.StructType | str, *, timestamp: str | None = None, key: str = "key"
 ) -> DataFrame:
-    """Spark Kafka source rows -> ``topic, partition, offset, timestamp, key`` and the value's fields.
+    """Spark Kafka source rows -> ``topic, partition, offset, timestamp, <key>`` and the value's fields.
 
     Args:
         raw: Rows with the Kafka source's columns (``key`` and ``value`` binary).
         value_schema: Schema of the JSON value (a StructType or a DDL string). A null value (tombstone)
             or a field missing from the JSON gives NULL fields.
         timestamp: A value field (timestamp type) used as the record's ``timestamp`` instead of Kafka's
-            record timestamp; it is not repeated among the value columns.
+            record timestamp; it is not repeated among the value columns. A tombstone has no value: its
+            time is its header of that name (written by :func:`produce`), else Kafka's record timestamp.
+        key: The name of the record key's column (a string).
 
     Raises:
-        SchemaMismatchError: a value field other than ``timestamp`` is named like a Kafka column, or
-            ``timestamp`` is not a value field.
+        SchemaMismatchError: a value field other than ``timestamp`` is named like a Kafka column (or
+            ``key``), or ``timestamp`` is not a value field.
     """
     schema = value_schema if isinstance(value_schema, T.StructType) else T.StructType.fromDDL(value_schema)
     names = schema.fieldNames()
-    clashes = [n for n in names if n in KAFKA_COLUMNS and n != timestamp]
+    kafka_columns = (*KAFKA_COLUMNS, key)
+    clashes = [n for n in names if n in kafka_columns and n != timestamp]
     if clashes:
         raise SchemaMismatchError("Kafka value schema: fields named like Kafka's columns", clashes)
     if timestamp is not None and timestamp not in names:
         raise SchemaMismatchError("Kafka value schema: the timestamp field", [timestamp])
     value = F.from_json(F.col("value").cast("string"), schema)
-    event_time = F.col("timestamp") if timestamp is None else value[timestamp]
+    event_time = F.col("timestamp")
+    if timestamp is not None:
+        event_time = F.coalesce(value[timestamp], _header(raw, timestamp), event_time)
     return raw.select(
         "topic",
         "partition",
         "offset",
         event_time.alias("timestamp"),
-        F.col("key").cast("string").alias("key"),
+        F.col("key").cast("string").alias(key),
         *[value[n].alias(n) for n in names if n != timestamp],
     )
+
+
+def _header(raw: DataFrame, name: str) -> Column:
+    """The time in header ``name`` of each record, written by :func:`produce` as epoch microseconds (NULL
+    without headers or without that header)."""
+    if "headers" not in raw.columns:
+        return F.lit(None).cast("timestamp")
+    found = F.filter("headers", lambda header: header["key"] == name)
+    return F.timestamp_micros(F.get(found, 0)["value"].cast("string").cast("long"))
 
 
 def produce(
@@ -102,12 +118,14 @@ def produce(
     *,
     key: str = "key",
     tombstone: Column | None = None,
+    timestamp: str | None = None,
     options: Mapping[str, str] | None = None,
 ) -> None:
     """Send each row of ``df`` to ``topic``: ``key`` as the record key, the other columns as a JSON value.
 
     A ``partition`` column (int) chooses the partition; otherwise Kafka's partitioner does (by key). Rows
-    where ``tombstone`` is true are sent with a null value (a delete in a compacted topic). Each Spark
+    where ``tombstone`` is true are sent with a null value (a delete in a compacted topic), and their
+    ``timestamp`` column (an event time), if named, in a header of that name (epoch microseconds). Each Spark
     partition of ``df`` is sent by its own producer in row order: send a one-partition ``df`` when the
     order across all rows matters. The producer
     is :data:`AT_LEAST_ONCE_PRODUCER` (``options`` win), so a retried send may land twice.
@@ -121,6 +139,10 @@ def produce(
     columns = [F.col(key).cast("string").alias("key"), value.alias("value")]
     if "partition" in df.columns:
         columns.append(F.col("partition").cast("int").alias("partition"))
+    if tombstone is not None and timestamp is not None:
+        micros = F.unix_micros(F.col(timestamp)).cast("string").cast("binary")
+        header = F.struct(F.lit(timestamp).alias("key"), micros.alias("value"))
+        columns.append(F.when(tombstone, F.array(header)).alias("headers"))
     writer = df.select(*columns).write.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
     for name, setting in {**AT_LEAST_ONCE_PRODUCER, **(options or {})}.items():
         writer = writer.option(name, setting)
@@ -153,36 +175,3 @@ def create_topic(
         return True
     finally:
         admin.close()
-
-
-def ingest(
-    stream: DataFrame,
-    dedup: Deduplicator,
-    sink: str,
-    checkpoint: str,
-    on_batch: Callable[[DedupStats], None] | None = None,
-) -> list[DedupStats]:
-    """Deduplicate everything ``stream`` has now into the Delta table ``sink`` (``availableNow``).
-
-    Each micro-batch is one :meth:`Deduplicator.run` with Spark's batch id; the read offsets are in
-    ``checkpoint``. A run killed after a batch's index or sink commit and before Spark's checkpoint
-    commit re-reads the same offsets under the same batch id when restarted: the deduplicator recomputes
-    that batch against the index as it was before it (a replay, counted in ``DedupStats.replay``) and the
-    sink append is written once. Returns the stats of the batches this run processed.
-    """
-    done: list[DedupStats] = []
-
-    def batch(df: DataFrame, batch_id: int) -> None:
-        stats = dedup.run(df, batch_id, sink)
-        done.append(stats)
-        if on_batch is not None:
-            on_batch(stats)
-
-    query = (
-        stream.writeStream.foreachBatch(batch)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    return done

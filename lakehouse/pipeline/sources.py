@@ -1,19 +1,53 @@
-"""Stage inputs: a Delta table or a landing folder of JSON/Parquet files, read as a stream; landing files."""
+"""Stage inputs: a Delta table, a landing folder of JSON/Parquet files or a Kafka topic, read as a stream;
+landing files."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.catalog import hadoop_fs, hadoop_path, list_files, path_exists
 from lakehouse.errors import InvalidConfigError
-from lakehouse.pipeline.spec import source_schema
+from lakehouse.kafka_source import read_kafka
+from lakehouse.pipeline.spec import PipelineSpec, source_schema
+
+
+def read_source(spark: SparkSession, spec: PipelineSpec, name: Literal["records", "changelog"]) -> DataFrame:
+    """The spec's ``records`` or ``changelog`` source as a stream: new input only.
+
+    A ``kafka`` topic is read from its earliest offsets on the first run (then from the query's
+    checkpoint), its JSON values parsed by ``<name>_schema``, its key in the ``<name>_kafka_key`` column.
+    A changelog's ``changelog_timestamp`` value field is its event time; a tombstone (null value) takes
+    it from its header (:func:`lakehouse.kafka_source.produce` writes it), else from Kafka's record
+    timestamp.
+    """
+    path, fmt, schema = getattr(spec, name), getattr(spec, f"{name}_format"), getattr(spec, f"{name}_schema")
+    if fmt != "kafka":
+        return read_stream(spark, name, path, fmt, schema, spec.max_files_per_trigger)
+    if not path:
+        raise InvalidConfigError(name, "this stage needs a topic")
+    value_schema = source_schema(f"{name}_schema", schema)
+    event_time = spec.changelog_timestamp if name == "changelog" else "timestamp"
+    records = read_kafka(
+        spark,
+        spec.kafka_bootstrap_servers,
+        path,
+        value_schema,
+        timestamp=None if event_time == "timestamp" else event_time,
+        key=getattr(spec, f"{name}_kafka_key"),
+        max_offsets_per_trigger=spec.max_offsets_per_trigger,
+    )
+    return records if event_time == "timestamp" else records.withColumn(event_time, F.col("timestamp"))
 
 
 def read_stream(
     spark: SparkSession, key: str, path: str, fmt: str, schema: str, max_files_per_trigger: int
 ) -> DataFrame:
-    """A streaming read of ``path``: new files only (tracked by the query's checkpoint).
+    """A streaming read of the files or Delta table at ``path``: new files only (tracked by the query's
+    checkpoint).
 
     Args:
         key: The spec key naming the source (for errors).

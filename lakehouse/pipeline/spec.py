@@ -3,8 +3,8 @@
 The keys are the same in the TOML file, in ``lakehouse run --spec KEY=VALUE`` and in the jobs'
 ``--spec KEY=VALUE``. Unknown keys and values of the wrong type raise :class:`InvalidConfigError` naming
 the key. In paths, ``{warehouse}`` stands for the profile's warehouse; paths without a scheme are
-resolved against the working directory. ``root`` defaults to ``{warehouse}/<name>`` and every table of
-the pipeline lives under it (see :class:`Tables`).
+resolved against the working directory (a ``kafka`` source names a topic, not a path). ``root`` defaults
+to ``{warehouse}/<name>`` and every table of the pipeline lives under it (see :class:`Tables`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from lakehouse.errors import InvalidConfigError
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, schema_names
 
-FORMATS = ("delta", "json", "parquet")
+FORMATS = ("delta", "json", "parquet", "kafka")
 #: Written in a path of the spec, stands for the warehouse of the configuration profile.
 WAREHOUSE = "{warehouse}"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -38,13 +38,20 @@ class PipelineSpec:
         root: Folder of the pipeline's tables (default ``<warehouse>/<name>``).
         checkpoints: Folder of the streaming checkpoints, one per stage (default ``<root>/_checkpoints``).
         max_files_per_trigger: Source files (or Delta files) per micro-batch; 0 = everything new at once.
-        records / records_format / records_schema: The records to deduplicate: a Delta table or a
-            landing folder of ``json``/``parquet`` files (those need a schema: a name in ``schemas/`` or
-            a DDL string). They need ``partition``, ``offset`` and ``timestamp`` columns.
+        records / records_format / records_schema: The records to deduplicate: a Delta table, a
+            landing folder of ``json``/``parquet`` files, or a ``kafka`` topic (those need a schema of the
+            files or of the topic's JSON values: a name in ``schemas/`` or a DDL string). They need
+            ``partition``, ``offset`` and ``timestamp`` columns (a topic brings them: ``timestamp`` is
+            Kafka's record timestamp).
+        records_kafka_key / changelog_kafka_key: For a ``kafka`` source, the name of the column that
+            holds the record key (a string; a tombstone keeps only its key).
+        kafka_bootstrap_servers / max_offsets_per_trigger: The brokers of ``kafka`` sources, and the
+            Kafka records per micro-batch (0 = everything new at once; Spark's ``maxOffsetsPerTrigger``).
         dedup_by / dedup_interval / quarantine: The deduplicator (KIP-655): id columns, interval, and
             whether dropped duplicates are kept in a quarantine table.
         changelog / changelog_format / changelog_schema: The table changelog materialized into the
-            versioned store (same kinds of source as ``records``).
+            versioned store (same kinds of source as ``records``; a compacted topic's tombstones, null
+            values, have every value column NULL and take Kafka's record timestamp as event time).
         store_key / store_values: Key and value columns of the versioned store.
         changelog_timestamp / changelog_deletes / changelog_sequence_by: Event-time column of the
             changelog, an SQL boolean expression marking tombstones ("" = all values NULL), and an order
@@ -65,12 +72,16 @@ class PipelineSpec:
     records: str = ""
     records_format: str = "delta"
     records_schema: str = ""
+    records_kafka_key: str = "key"
     dedup_by: tuple[str, ...] = ("key",)
     dedup_interval: timedelta = timedelta(days=1)
     quarantine: bool = True
     changelog: str = ""
     changelog_format: str = "delta"
     changelog_schema: str = ""
+    changelog_kafka_key: str = "key"
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    max_offsets_per_trigger: int = 0
     store_key: tuple[str, ...] = ()
     store_values: tuple[str, ...] = ()
     changelog_timestamp: str = "timestamp"
@@ -91,10 +102,9 @@ class PipelineSpec:
         for key in ("records_format", "changelog_format"):
             if getattr(self, key) not in FORMATS:
                 raise InvalidConfigError(key, f"must be one of {list(FORMATS)}, got {getattr(self, key)!r}")
-        if self.max_files_per_trigger < 0:
-            raise InvalidConfigError(
-                "max_files_per_trigger", f"must be >= 0, got {self.max_files_per_trigger}"
-            )
+        for key in ("max_files_per_trigger", "max_offsets_per_trigger"):
+            if getattr(self, key) < 0:
+                raise InvalidConfigError(key, f"must be >= 0, got {getattr(self, key)}")
         if self.optimize_min_files < 0:
             raise InvalidConfigError("optimize_min_files", f"must be >= 0, got {self.optimize_min_files}")
         if self.changelog and (not self.store_key or not self.store_values):
@@ -159,7 +169,7 @@ def spec_from_values(
         **typed_values(_FIELDS, overrides or {}, from_text=True),
     }
     for key in ("root", "checkpoints", "records", "changelog", "assignment_root"):
-        if typed.get(key):
+        if typed.get(key) and typed.get(f"{key}_format") != "kafka":  # a topic is not a path
             typed[key] = resolve_path(typed[key].replace(WAREHOUSE, warehouse))
     typed["root"] = typed.get("root") or resolve_path(f"{warehouse}/{name}")
     return PipelineSpec(name=name, **typed)

@@ -26,7 +26,7 @@ from lakehouse.commit_log import CommitLog
 from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
-from lakehouse.pipeline.sources import read_stream
+from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.stream import Run, run_stream
 from lakehouse.versioned.store import VersionedStore
 
@@ -36,14 +36,7 @@ ENRICH_APP_ID = "lakehouse.pipeline.enrich"
 def ingest(run: Run) -> list[BatchMetrics]:
     """Deduplicate new records into the ``deduped`` sink, exactly once per record."""
     spec, tables = run.spec, run.spec.tables
-    source = read_stream(
-        run.spark,
-        "records",
-        spec.records,
-        spec.records_format,
-        spec.records_schema,
-        spec.max_files_per_trigger,
-    )
+    source = read_source(run.spark, spec, "records")
     dedup = Deduplicator.create(
         run.spark,
         tables.dedup_index,
@@ -65,7 +58,11 @@ def ingest(run: Run) -> list[BatchMetrics]:
             replay=stats.replay,
             table=tables.deduped,
             version=current_version(run.spark, tables.deduped),
-            details={"redelivered": stats.forwarded - (stats.sink_rows or 0)},
+            details={
+                "redelivered": stats.forwarded - (stats.sink_rows or 0),
+                # KIP-655 replays, per record: a replayed batch id forwards each record again.
+                "replayed": stats.forwarded if stats.replay else stats.replayed,
+            },
         )
 
     return run_stream(run, "ingest", source, handle)
@@ -74,14 +71,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
 def materialize(run: Run) -> list[BatchMetrics]:
     """Put new changelog records into the versioned store, one commit per micro-batch."""
     spec, tables = run.spec, run.spec.tables
-    source = read_stream(
-        run.spark,
-        "changelog",
-        spec.changelog,
-        spec.changelog_format,
-        spec.changelog_schema,
-        spec.max_files_per_trigger,
-    )
+    source = read_source(run.spark, spec, "changelog")
     if not spec.store_key:
         raise InvalidConfigError("store_key", "materialize needs store_key and store_values")
     schema = source.select(*spec.store_key, *spec.store_values).schema

@@ -36,7 +36,7 @@ def _read_topic(spark: SparkSession, broker: Broker, topic: str, schema: str, **
 def test_compacted_changelog_maps_kafka_columns_and_tombstones(
     spark: SparkSession, kafka_broker: Broker
 ) -> None:
-    topic = "rates"
+    topic = "changelog_test"
     assert create_topic(spark, kafka_broker.bootstrap_servers, topic, partitions=2, compacted=True)
     assert not create_topic(spark, kafka_broker.bootstrap_servers, topic, partitions=2, compacted=True)
     updates = spark.createDataFrame(
@@ -54,10 +54,10 @@ def test_compacted_changelog_maps_kafka_columns_and_tombstones(
     )
     got = [(r.topic, r.partition, r.offset, r.key, r.rate) for r in rows.collect()]
     assert got == [
-        ("rates", 0, 0, "EUR", 1.08),
-        ("rates", 0, 1, "EUR", None),  # the tombstone: a null value, every value field NULL
-        ("rates", 0, 2, "EUR", 1.09),
-        ("rates", 1, 0, "GBP", 1.27),
+        (topic, 0, 0, "EUR", 1.08),
+        (topic, 0, 1, "EUR", None),  # the tombstone: a null value, every value field NULL
+        (topic, 0, 2, "EUR", 1.09),
+        (topic, 1, 0, "GBP", 1.27),
     ]
     assert rows.schema["timestamp"].dataType.simpleString() == "timestamp"
 
@@ -84,7 +84,7 @@ def _stats(done: subprocess.CompletedProcess) -> list[dict]:
 def test_killed_ingest_restarts_exactly_once(
     spark: SparkSession, kafka_broker: Broker, tmp_path: Path
 ) -> None:
-    topic = "transactions"
+    topic = "ingest_test"
     servers = kafka_broker.bootstrap_servers
     create_topic(spark, servers, topic, partitions=2)
     produce(_transactions(spark, range(12)), servers, topic)
@@ -98,20 +98,23 @@ def test_killed_ingest_restarts_exactly_once(
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     stats = _stats(restarted)
     # Spark re-reads the killed batch's offsets under its batch id: a replay, forwarded from the index as
-    # it was before that batch's commit, and appended to the sink once.
-    assert stats[0]["batch_id"] == 1 and stats[0]["replay"] and stats[0]["forwarded"] > 0
-    assert all(not s["replay"] for s in stats[1:])
+    # it was before that batch's commit (each of its records counted as replayed), appended to the sink once.
+    assert stats[0]["batch_id"] == 1 and stats[0]["replay"]
+    assert stats[0]["details"]["replayed"] == stats[0]["records_in"] - stats[0]["duplicates"] > 0
+    assert all(not s["replay"] and s["details"]["replayed"] == 0 for s in stats[1:])
 
     uninterrupted = ingest_child.run(spark, servers, topic, str(tmp_path / "once"), None)
-    sink = spark.read.format("delta").load(str(tmp_path / "killed" / "sink"))
-    once = spark.read.format("delta").load(str(tmp_path / "once" / "sink"))
+    killed = ingest_child.spec(servers, topic, str(tmp_path / "killed")).tables
+    once = ingest_child.spec(servers, topic, str(tmp_path / "once")).tables
+    sink = spark.read.format("delta").load(killed.deduped)
+    once_sink = spark.read.format("delta").load(once.deduped)
     produced = _read_topic(spark, kafka_broker, topic, ingest_child.VALUE_SCHEMA, timestamp="event_time")
     assert produced.count() == 16
     # Every produced id exactly once; the re-sent copies (new offsets, same id) were dropped as duplicates.
     assert sink.groupBy("txn_id").count().where("count != 1").count() == 0
     assert sorted(r.txn_id for r in sink.collect()) == sorted(f"t{i}" for i in range(12))
-    assert sorted(sink.collect()) == sorted(once.collect())
-    assert sum(s.duplicates for s in uninterrupted) == 4
-    index = spark.read.format("delta").load(str(tmp_path / "killed" / "index"))
-    once_index = spark.read.format("delta").load(str(tmp_path / "once" / "index"))
+    assert sorted(sink.collect()) == sorted(once_sink.collect())
+    assert sum(m.duplicates for m in uninterrupted) == 4
+    index = spark.read.format("delta").load(killed.dedup_index)
+    once_index = spark.read.format("delta").load(once.dedup_index)
     assert sorted(index.collect()) == sorted(once_index.collect())
