@@ -39,12 +39,6 @@ def test_index_created_with_other_settings_conflicts(spark: SparkSession, table_
     assert Deduplicator.open(spark, table_path).settings.interval == INTERVAL
 
 
-def test_open_refuses_a_table_that_is_not_a_dedup_index(spark: SparkSession, table_path: str) -> None:
-    spark.range(1).write.format("delta").save(table_path)
-    with pytest.raises(StoreSettingsConflictError, match=r"lakehouse\.kind"):
-        Deduplicator.open(spark, table_path)
-
-
 def test_bad_batches_write_nothing(spark: SparkSession, table_path: str) -> None:
     dedup = Deduplicator.create(spark, table_path, by="id", interval=INTERVAL)
     table = DeltaTable.forPath(spark, table_path)
