@@ -26,6 +26,7 @@ writer committed after that version.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -173,15 +174,23 @@ class VersionedStore:
             ``valid_from``, possibly a tombstone's) if it went into history.
         """
         self._check_writable()
-        t_us = micros(t)
-        recorded = self._log.read()
+        return self._put(key, value, micros(t), self._log.read())
+
+    def _put(self, key: Any, value: Any, t_us: int, recorded: Recorded) -> PutResult:
+        """:meth:`put` planned against the store as ``recorded``."""
         if self._is_expired(t_us, _stream_time_of(recorded)):
             return PutResult(PutStatus.NOT_PUT)
         record = {**self._key_dict(key), **self._value_dict(value)}
         batch = self._one_record_frame(record, t_us)
-        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded)
-        written = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) == t_us))
-        row = written.select(F.unix_micros(VALID_TO).alias("to_us")).first()
+        # One accepted record at t_us: its summary is known, so no job computes it.
+        known = {"records": 1, "dropped": 0, "null_keys": 0, "null_timestamps": 0, "null_order": 0}
+        known.update(min_accepted_us=t_us, max_us=t_us)
+        written = self._write(
+            batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known
+        )
+        assert written.source is not None  # an accepted record is always merged
+        mine = written.source.where(F.col(_plan.INCOMING_FLAG) & (F.unix_micros(VALID_FROM) == t_us))
+        row = mine.select(F.unix_micros(VALID_TO).alias("to_us")).first()
         if row is None or row["to_us"] is None:
             return PutResult(PutStatus.LATEST)
         return PutResult(PutStatus.HISTORY, from_micros(row["to_us"]))
@@ -191,10 +200,12 @@ class VersionedStore:
 
         Returns None, writing nothing, when ``t < stream_time - R`` (even if a version exists).
         """
-        if self._is_expired(micros(t), self._stream_time_us()):
+        self._check_writable()
+        recorded = self._log.read()
+        if self._is_expired(micros(t), _stream_time_of(recorded)):
             return None
         found = self.get(key, as_of=t)
-        self.put(key, None, t)
+        self._put(key, None, micros(t), recorded)
         return found
 
     def put_all(
@@ -229,7 +240,7 @@ class VersionedStore:
         if batch_id is not None and not self._log.check_new(batch_id, recorded.last_batch_id):
             return self._replayed(batch_id, recorded)
         tombstone = self._tombstone_condition(deletes)
-        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded)
+        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
 
     def _write(
         self,
@@ -239,34 +250,39 @@ class VersionedStore:
         tombstone: Column,
         timestamp: str,
         recorded: Recorded,
-    ) -> PutAllResult:
+        known_stats: Mapping[str, Any] | None = None,
+    ) -> _Written:
         """Plan the batch against the store as ``recorded`` and commit it in one Delta commit.
 
         One MERGE; when no record is accepted, an empty append that records the batch id (none without a
         batch id). The commit fails, writing nothing, if another writer committed after ``recorded``.
+        ``known_stats`` is the batch's summary (:func:`_plan.batch_stats`) when the caller knows it (one
+        :meth:`put`): the job that computes it is then skipped.
         """
         keys, values = self.settings.keys, self.settings.values
         stream_time_us = _stream_time_of(recorded)
         prepared = _plan.prepare_batch(df, keys, values, timestamp, tombstone, sequence_by)
         marked = _plan.mark_dropped(prepared, stream_time_us, self.settings.retention_us)
-        marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+        if known_stats is None:
+            marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            stats = _plan.batch_stats(marked, keys).first()
+            stats = known_stats if known_stats is not None else _plan.batch_stats(marked, keys).first()
             if stats is None:
                 raise LakehouseInternalError("an aggregate returned no row")
             _reject_nulls(stats)
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
             state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
             counts = {"records": stats["records"], "dropped": stats["dropped"]}
-            written = 0
+            written, source = 0, None
             if stats["min_accepted_us"] is not None:
-                written = self._merge(marked, stats, batch_id, recorded.version, state, counts)
+                written, source = self._merge(marked, stats, batch_id, recorded.version, state, counts)
             elif batch_id is not None:
                 self._record_empty(batch_id, recorded.version, state, counts)
         finally:
             marked.unpersist()
         new_time = from_micros_or_none(new_stream_time)
-        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
+        result = PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
+        return _Written(result, source)
 
     def _record_empty(
         self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
@@ -286,8 +302,9 @@ class VersionedStore:
         read_version: int,
         state: Mapping[str, Any],
         counts: Mapping[str, int],
-    ) -> int:
-        """Write the batch's resolved versions with one MERGE; returns the rows it inserted or updated.
+    ) -> tuple[int, DataFrame]:
+        """Write the batch's resolved versions with one MERGE; returns the rows it inserted or updated and
+        the (checkpointed) MERGE source: every written version's bounds, incoming ones flagged.
 
         Only the latest versions and the segments that can hold a ``valid_to`` after the batch's oldest
         accepted record are read (literal partition bounds, also in the MERGE condition so Delta prunes the
@@ -338,7 +355,7 @@ class VersionedStore:
                 .execute()
                 .first()
             )
-        return 0 if merged is None else int(merged["num_affected_rows"])
+        return (0 if merged is None else int(merged["num_affected_rows"])), source
 
     def _replayed(self, batch_id: int, recorded: Recorded) -> PutAllResult:
         """The result of a committed batch, from its commit (counts 0 once it left the retained log)."""
@@ -537,6 +554,14 @@ class VersionedStore:
         )
         require_columns(df.schema, expected, "put_all batch")
         require_order_columns(df, sequence_by)
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A committed batch: its result, and the MERGE source (None when no record was accepted)."""
+
+    result: PutAllResult
+    source: DataFrame | None
 
 
 def _reject_nulls(stats: Any) -> None:
