@@ -322,11 +322,12 @@ class _Balancer:
                 return None  # the source's first tag value is new, and every client with room repeats one
         used = used_values(tags, others)
         source_rank = tag_rank(tags, source, used, active)
+        caught_up = set(self.ctx.caught_up[task]) if caught_up_only else None
         for pid in under.pids:
+            if caught_up is not None and pid not in caught_up:
+                continue  # checked first: it is cheap, and excludes most clients
             if pid == active or pid in placed or tag_rank(tags, pid, used, active) > source_rank:
                 continue  # less diverse, or as diverse but sharing more with the active (KIP-708)
-            if caught_up_only and not self.ctx.is_caught_up(task, pid):
-                continue
             moved = [pid if other == source else other for other in placed]
             if self.tiers.improvable(tags, active, moved) is None:
                 return pid
