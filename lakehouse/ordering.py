@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lakehouse.errors import SchemaMismatchError
 
@@ -60,6 +61,14 @@ def require_order_columns(df: DataFrame, sequence_by: str | None) -> None:
         raise SchemaMismatchError(
             "records without partition/offset need an explicit sequence_by column", missing
         )
+    # A STRING offset would order "10" before "9": Kafka's partitions and offsets are integers.
+    wrong = {
+        c: f"{df.schema[c].dataType.simpleString()} (expected an integer type)"
+        for c in (PARTITION_COL, OFFSET_COL)
+        if not isinstance(df.schema[c].dataType, T.IntegralType)
+    }
+    if wrong:
+        raise SchemaMismatchError("partition/offset order columns", [], wrong)
 
 
 def null_order_condition(sequence_by: str | None) -> Column:

@@ -66,3 +66,9 @@ def test_records_without_partition_offset_or_sequence_are_rejected(spark: SparkS
     df = spark.createDataFrame([(1,)], "ts int")
     with pytest.raises(SchemaMismatchError, match="sequence_by"):
         with_processing_order(df, "ts")
+
+
+def test_partition_and_offset_of_a_non_integer_type_are_rejected(spark: SparkSession) -> None:
+    df = spark.createDataFrame([(0, "9", 1)], "partition int, offset string, ts int")
+    with pytest.raises(SchemaMismatchError, match=r"offset: string \(expected an integer type\)"):
+        with_processing_order(df, "ts")

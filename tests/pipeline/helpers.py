@@ -59,7 +59,12 @@ def rate(currency: str, value: float | None, minute: float, offset: int) -> dict
 
 def spec(tmp_path: Path, **overrides: Any) -> PipelineSpec:
     """A pipeline over ``tmp_path/landing/{transactions,rates}`` with its tables under ``tmp_path/wh``."""
-    values: dict[str, Any] = {
+    return spec_from_values("tiny", spec_values(tmp_path, **overrides), str(tmp_path / "wh"))
+
+
+def spec_values(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    """The TOML values of :func:`spec`'s pipeline."""
+    return {
         "records": str(tmp_path / "landing" / "transactions"),
         "records_format": "json",
         "records_schema": RECORDS_DDL,
@@ -77,4 +82,3 @@ def spec(tmp_path: Path, **overrides: Any) -> PipelineSpec:
         "max_files_per_trigger": 1,
         **overrides,
     }
-    return spec_from_values("tiny", values, str(tmp_path / "wh"))

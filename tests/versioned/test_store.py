@@ -219,6 +219,11 @@ def test_as_of_reads_only_segments_that_can_hold_the_version(spark: SparkSession
             InvalidInputError,
             "null order",
         ),
+        (
+            "SELECT 'k' AS k, 'v' AS v, timestamp_millis(1) AS timestamp, 0 AS partition, '9' AS offset",
+            SchemaMismatchError,
+            "offset: string",
+        ),
     ],
 )
 def test_bad_batches_raise_and_write_nothing(
