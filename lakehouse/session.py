@@ -54,6 +54,17 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
     return spark
 
 
+def jvm_console_to_stderr(spark: SparkSession) -> None:
+    """Send what the JVM prints to its console to stderr, keeping stdout for a job's JSON lines.
+
+    Delta's VACUUM prints ``Deleted N files and directories ...`` with ``println``; on stdout that line
+    would break a consumer reading one JSON object per line. Python's own prints stay on stdout (under
+    spark-submit they are copied by a thread that holds the original stream).
+    """
+    system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+    system.setOut(system.err)
+
+
 def embedded_conf(
     settings: Settings, jars: list[str], conf: Mapping[str, str] | None = None
 ) -> dict[str, str]:

@@ -23,7 +23,7 @@ from lakehouse.config import Settings
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import load_pipeline, run_pipeline, stage_names
 from lakehouse.pipeline.metrics import BatchMetrics
-from lakehouse.session import get_spark, warehouse_uri
+from lakehouse.session import get_spark, jvm_console_to_stderr, warehouse_uri
 from lakehouse.tables import describe_all, register_all
 from lakehouse.versioned.store import VersionedStore
 
@@ -72,7 +72,10 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(metrics.to_json() if args.json else metrics.describe(), flush=True)
 
     with one_line_errors(args.verbose):
-        run_pipeline(_spark(args, settings), spec, args.stage, emit)
+        spark = _spark(args, settings)
+        if args.json:
+            jvm_console_to_stderr(spark)
+        run_pipeline(spark, spec, args.stage, emit)
     return 0
 
 

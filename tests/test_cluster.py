@@ -20,7 +20,7 @@ from lakehouse.config import load_settings
 from lakehouse.pipeline import run_pipeline
 from lakehouse.session import DELTA_CATALOG, DELTA_EXTENSION
 from tests.cluster import cluster_env, standalone_cluster
-from tests.pipeline.helpers import land, spec, spec_values, txn
+from tests.pipeline.helpers import land, spec, txn, write_config
 from tests.test_readme import ROOT
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def test_ingest_job_survives_losing_a_worker(spark: SparkSession, tmp_path: Path
     local = spec(tmp_path, root=str(tmp_path / "local"))
     run_pipeline(spark, local, "ingest", emit=lambda metrics: None)
     cluster_root = tmp_path / "cluster"
-    config = _config(tmp_path, cluster_root)
+    config = write_config(tmp_path, root=str(cluster_root))
 
     with standalone_cluster(tmp_path / "standalone") as cluster:
         job = subprocess.Popen(
@@ -69,16 +69,6 @@ def _land_inputs(landing: Path) -> None:
         records = [txn(2 * n, "EUR", 10 * n + 5, 2 * n), txn(2 * n + 1, "GBP", 10 * n + 6, 2 * n + 1)]
         duplicate = txn(2 * n, "EUR", 10 * n + 7, 100 + n)
         land(landing / "transactions", f"t{n}", [*records, records[0], duplicate])
-
-
-def _config(tmp_path: Path, root: Path) -> Path:
-    """A configuration file whose ``[pipeline.tiny]`` is the local run's spec, with its tables at ``root``."""
-    values = spec_values(tmp_path, root=str(root))
-    lines = ["[local]", f"warehouse = {json.dumps(str(tmp_path / 'warehouse'))}", "", "[pipeline.tiny]"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
-    path = tmp_path / "cluster.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _submit_command(master: str, config: Path) -> list[str]:

@@ -15,7 +15,7 @@ from lakehouse.config import load_settings
 from lakehouse.errors import LakehouseError
 from lakehouse.pipeline.runner import run_pipeline
 from lakehouse.pipeline.spec import load_pipeline
-from lakehouse.session import get_spark, warehouse_uri
+from lakehouse.session import get_spark, jvm_console_to_stderr, warehouse_uri
 from lakehouse.state_commands import key_value, one_line_errors
 
 
@@ -32,7 +32,9 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.profile, args.config)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
         with one_line_errors(args.verbose):
-            run_pipeline(get_spark(settings=settings), spec, stage)
+            spark = get_spark(settings=settings)
+            jvm_console_to_stderr(spark)
+            run_pipeline(spark, spec, stage)
     except LakehouseError as error:
         print(f"{stage}: error: {error}", file=sys.stderr)
         return 2

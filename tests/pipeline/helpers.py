@@ -82,3 +82,25 @@ def spec_values(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
         "max_files_per_trigger": 1,
         **overrides,
     }
+
+
+# Spark confs of the jobs the tests start: tiny data needs few tasks (Spark's defaults plan 50 for a Delta
+# snapshot and 10 000 for VACUUM's file listing).
+_FAST_SPARK = {
+    "spark.ui.enabled": "false",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+}
+
+
+def write_config(tmp_path: Path, **overrides: Any) -> Path:
+    """A configuration file (``tmp_path/lakehouse.toml``): a ``local`` profile and :func:`spec`'s pipeline as
+    ``[pipeline.tiny]``, for the ``jobs/`` entry points (``--config``)."""
+    values = {"root": str(tmp_path / "wh" / "tiny"), **spec_values(tmp_path, **overrides)}
+    lines = ["[local]", f"warehouse = {json.dumps(str(tmp_path / 'wh'))}", "shuffle_partitions = 2", ""]
+    lines += ["[local.spark]", *(f'"{key}" = "{value}"' for key, value in _FAST_SPARK.items()), ""]
+    lines += ["[pipeline.tiny]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    path = tmp_path / "lakehouse.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path

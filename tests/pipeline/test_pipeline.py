@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
+from lakehouse import VersionedStore
 from lakehouse.pipeline import BatchMetrics, run_pipeline
-from tests.pipeline.helpers import land, rate, spec, txn
+from tests.pipeline.helpers import land, rate, spec, txn, write_config
+from tests.test_readme import ROOT
 
 
 class CrashError(Exception):
@@ -68,3 +76,22 @@ def test_second_run_sees_new_files_only_and_a_crashed_batch_reruns_exactly_once(
     ]
     assert _rows(spark, tables.quarantine, "txn_id", "offset") == [("t0", 3)]
     assert len(_rows(spark, tables.store, "currency", "valid_from")) == 4
+
+
+@pytest.mark.slow
+def test_maintain_job_prints_only_its_json_line(spark: SparkSession, tmp_path: Path) -> None:
+    """Delta's VACUUM prints a line on the JVM's console: the job's stdout still holds only JSON lines."""
+    store = spec(tmp_path).tables.store
+    schema = T.StructType([T.StructField("currency", T.StringType()), T.StructField("rate", T.DoubleType())])
+    VersionedStore.create(spark, store, "currency", schema, timedelta(hours=1))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
+    env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    done = subprocess.run(
+        [sys.executable, "jobs/maintain.py", "--pipeline", "tiny", "--config", str(write_config(tmp_path))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = done.stdout.splitlines()
+    metrics = json.loads(line)
+    assert (metrics["stage"], metrics["details"]["vacuumed_files"]) == ("maintain", 0)
+    assert "Deleted 0 files and directories" in done.stderr
