@@ -34,7 +34,9 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
+from lakehouse.assignment._context import build_context
 from lakehouse.assignment.errors import (
+    AssignmentInputError,
     InconsistentTopologyError,
     InvalidAssignmentError,
     NoSubscriptionsError,
@@ -205,13 +207,15 @@ class AssignmentStore:
 
         Raises:
             InvalidInputError: ``generation`` is negative, or below the last one without having been written.
-            AssignmentInputError: a malformed or duplicate task id, or a key that is not the client's id.
+            AssignmentInputError: what :func:`assign` would refuse (a malformed or duplicate task id, a
+                client lacking a rack-aware tag, a key that is not the client's id), or no clients: a
+                generation that could never be assigned is not written.
         """
         stateful = sorted_tasks(stateful_tasks)
         stateless = sorted_tasks(stateless_tasks)
-        for pid, client in clients.items():
-            if client.process_id != pid:
-                raise InvalidInputError(f"clients[{pid!r}] has process_id {client.process_id!r}")
+        if not clients:
+            raise AssignmentInputError(f"generation {generation} has no clients: nothing was written")
+        build_context(clients, stateful, stateless, self.config)  # the assignor's own input checks
         log = CommitLog(self.spark, self.subscriptions_path, APP_ID)
         if not log.check_new(generation, log.last_batch_id(), "generation"):
             return False
@@ -242,8 +246,13 @@ class AssignmentStore:
 
         Raises:
             InvalidAssignmentError: ``result`` breaks the contract (lists every violation).
+            AssignmentInputError: the subscription has no clients.
             InvalidInputError: the generation is below the last one written without having been written.
         """
+        if not subscription.clients:
+            raise AssignmentInputError(
+                f"generation {subscription.generation} has no clients: nothing was written"
+            )
         errors = validate_assignment(
             subscription.clients,
             subscription.stateful_tasks,

@@ -128,6 +128,28 @@ def test_an_invalid_assignment_is_refused_before_writing(demo: tuple[AssignmentS
     assert store.latest_assigned_generation() == 2
 
 
+@pytest.mark.parametrize(
+    ("clients", "tasks", "match"),
+    [
+        ({}, TASKS, "generation 3 has no clients"),
+        ({"x": ClientState("x", tags={"zone": "z0"})}, ["0_0", "0_0"], "0_0"),
+        ({"x": ClientState("x")}, TASKS, "zone"),
+    ],
+    ids=["no clients", "duplicate task", "client without the rack-aware tag"],
+)
+def test_subscriptions_that_could_never_be_assigned_are_refused(
+    demo: tuple[AssignmentStore, list[str]], clients: dict[str, ClientState], tasks: list[str], match: str
+) -> None:
+    store, _ = demo
+    with pytest.raises(AssignmentInputError, match=match):
+        store.write_subscriptions(3, clients, tasks)
+    with pytest.raises(AssignmentInputError, match="no clients"):
+        store.write_assignment(
+            replace(store.subscription(2), generation=3, clients={}), AssignmentResult({}, False, None, ())
+        )
+    assert store.latest_generation() == 2
+
+
 def test_creating_with_other_settings_conflicts(
     spark: SparkSession, demo: tuple[AssignmentStore, list[str]]
 ) -> None:
