@@ -41,3 +41,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 def table_path(tmp_path: Path) -> str:
     """A fresh location for one Delta table."""
     return str(tmp_path / "table")
+
+
+@pytest.fixture
+def retention_check_off(spark: SparkSession) -> Iterator[None]:
+    """Let the test create stores whose ``file_retention`` is under Delta's 7-day VACUUM safety threshold."""
+    key = "spark.databricks.delta.retentionDurationCheck.enabled"
+    spark.conf.set(key, "false")
+    yield
+    spark.conf.unset(key)

@@ -153,7 +153,7 @@ class Deduplicator:
         settings = DedupSettings(
             by=(by,) if isinstance(by, str) else tuple(by),
             interval=interval,
-            bucket_width=bucket_width or default_bucket_width(interval),
+            bucket_width=default_bucket_width(interval) if bucket_width is None else bucket_width,
             quarantine_path=quarantine_path,
         )
         if DeltaTable.isDeltaTable(spark, path):

@@ -60,6 +60,9 @@ APP_ID = "lakehouse.versioned_store"
 _STREAM_TIME = "stream_time_us"
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
 _DEFAULT_FILE_RETENTION = timedelta(days=7)
+# Delta refuses VACUUM ... RETAIN under this (its default deletedFileRetentionDuration) unless told not to.
+_DELTA_SAFE_FILE_RETENTION = timedelta(days=7)
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 # Our MERGE source is checkpointed already (see VersionedStore._merge).
 _MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
@@ -96,13 +99,16 @@ class VersionedStore:
             history_retention: ``R``: how long history stays readable behind stream time (>= 0); also the
                 grace period for out-of-order puts.
             segment_interval: Width of a validTo segment; default derived from ``R`` like Kafka's.
-            file_retention: How long VACUUM keeps files of dropped segments for time travel
-                (``delta.deletedFileRetentionDuration``).
+            file_retention: How long VACUUM keeps files of dropped segments for time travel and for
+                readers still running (``delta.deletedFileRetentionDuration``). Below Delta's 7-day safety
+                threshold only when the session sets ``spark.databricks.delta.retentionDurationCheck.enabled``
+                to ``false``, as Delta's own ``VACUUM ... RETAIN`` requires.
             deletion_vectors: Let each batch's MERGE mark replaced rows in deletion vectors instead of
                 rewriting every file it touches (``delta.enableDeletionVectors``; readers need Delta 2.3+).
 
         Raises:
-            InvalidInputError: a negative retention, a segment interval under 1 ms, a bad key or schema.
+            InvalidInputError: a negative retention, a segment interval under 1 ms, an unsafe
+                ``file_retention``, a bad key or schema.
             StoreSettingsConflictError: a table exists at ``path`` with other settings.
         """
         path = resolve_path(path)
@@ -111,10 +117,11 @@ class VersionedStore:
             keys=keys,
             values=tuple(f.name for f in schema.fields if f.name not in keys),
             history_retention=history_retention,
-            segment_interval=segment_interval or default_segment_interval(history_retention),
+            segment_interval=(
+                default_segment_interval(history_retention) if segment_interval is None else segment_interval
+            ),
         )
-        if file_retention < timedelta(0):
-            raise InvalidInputError(f"file_retention must be >= 0, got {file_retention}")
+        _require_safe_file_retention(spark, file_retention)
         full_schema = table_schema(schema, keys)
         properties = {
             **settings.properties(),
@@ -554,6 +561,21 @@ class VersionedStore:
         )
         require_columns(df.schema, expected, "put_all batch")
         require_order_columns(df, sequence_by)
+
+
+def _require_safe_file_retention(spark: SparkSession, file_retention: timedelta) -> None:
+    """Refuse what Delta's VACUUM refuses: a retention under its threshold without the session's opt-out."""
+    if file_retention < timedelta(0):
+        raise InvalidInputError(f"file_retention must be >= 0, got {file_retention}")
+    if file_retention >= _DELTA_SAFE_FILE_RETENTION:
+        return
+    if spark.conf.get(_RETENTION_CHECK, "true").strip().lower() == "false":
+        return
+    raise InvalidInputError(
+        f"file_retention {file_retention} is under Delta's safety threshold ({_DELTA_SAFE_FILE_RETENTION}): "
+        "VACUUM could delete files a running reader or writer still needs; set "
+        f"{_RETENTION_CHECK}=false to allow it"
+    )
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ def test_negative_interval_rejected_before_anything_is_written(spark: SparkSessi
         Deduplicator.create(spark, table_path, by="id", interval=10)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="system column"):
         Deduplicator.create(spark, table_path, by="entry_ts", interval=INTERVAL)
+    with pytest.raises(InvalidInputError, match="bucket_width must be >= 1 ms, got 0:00:00"):
+        Deduplicator.create(spark, table_path, by="id", interval=INTERVAL, bucket_width=timedelta(0))
     assert not Path(table_path).exists()
 
 

@@ -219,7 +219,7 @@ def test_a_foreign_write_to_the_replica_is_detected_and_repaired(spark: SparkSes
 
 
 def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
-    spark: SparkSession, tmp_path
+    spark: SparkSession, tmp_path, retention_check_off: None
 ) -> None:
     store = VersionedStore.create(
         spark,

@@ -138,7 +138,7 @@ def test_open_reads_settings_and_stream_time_from_the_table(spark: SparkSession,
 
 
 def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
-    spark: SparkSession, table_path: str
+    spark: SparkSession, table_path: str, retention_check_off: None
 ) -> None:
     store = VersionedStore.create(
         spark,
@@ -248,6 +248,12 @@ def test_bad_settings_raise_and_reopening_with_other_settings_is_refused(
         )
     with pytest.raises(InvalidInputError, match="not in the schema"):
         VersionedStore.create(spark, table_path, "id", SCHEMA, timedelta(minutes=1))
+    with pytest.raises(InvalidInputError, match="segment_interval must be >= 1 ms, got 0:00:00"):
+        VersionedStore.create(spark, table_path, "k", SCHEMA, timedelta(minutes=1), timedelta(0))
+    with pytest.raises(InvalidInputError, match="under Delta's safety threshold"):
+        VersionedStore.create(
+            spark, table_path, "k", SCHEMA, timedelta(minutes=1), file_retention=timedelta(0)
+        )
     assert not DeltaTable.isDeltaTable(spark, table_path)
     create_store(spark, table_path, RETENTION_MS)
     with pytest.raises(StoreSettingsConflictError, match="history_retention"):
