@@ -170,9 +170,12 @@ class CommitLog:
         ``last`` is :attr:`Recorded.last_batch_id` of a :meth:`read`; ``noun`` names batch ids in errors.
 
         Raises:
-            InvalidInputError: ``batch_id`` is negative, or below ``last`` without a retained commit of
-                its own (never committed, or committed longer ago than the table's log retention).
+            InvalidInputError: ``batch_id`` is not an integer, is negative, or is below ``last`` without a
+                retained commit of its own (never committed, or committed longer ago than the table's log
+                retention).
         """
+        if isinstance(batch_id, bool) or not isinstance(batch_id, int):
+            raise InvalidInputError(f"{noun} must be an integer, got {batch_id!r}")
         if batch_id < 0:
             raise InvalidInputError(f"{noun} must be >= 0, got {batch_id}")
         if last is None or batch_id > last:

@@ -103,3 +103,8 @@ class SparkSetupError(LakehouseError, RuntimeError):
 
 class KafkaBrokerError(LakehouseError, RuntimeError):
     """The local Kafka broker could not be started (the message says why and names its log file)."""
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of an error's message (an engine's errors span many), at most ``limit`` characters."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]

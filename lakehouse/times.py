@@ -11,8 +11,14 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from lakehouse.errors import InvalidInputError
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
+#: First and last instants (inclusive) a Python datetime holds: years 1 to 9999. Spark's TIMESTAMP reaches
+#: further, but a stored time outside them could not be read back as a datetime or written as a SQL literal.
+MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
+MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // _US
 
 
 def micros(value: datetime | timedelta) -> int:
@@ -21,6 +27,14 @@ def micros(value: datetime | timedelta) -> int:
         return value // _US
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return (aware - EPOCH) // _US
+
+
+def require_representable(us: int | None, what: str) -> None:
+    """Raise :class:`InvalidInputError` if ``us`` is outside ``[MIN_US, MAX_US]`` (None passes)."""
+    if us is not None and not MIN_US <= us <= MAX_US:
+        raise InvalidInputError(
+            f"{what} is {us} microseconds after the epoch, outside years 1 to 9999: nothing was written"
+        )
 
 
 def from_micros(value: int) -> datetime:

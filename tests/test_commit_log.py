@@ -59,6 +59,9 @@ def test_check_new_tells_replays_and_rejects_gaps(spark: SparkSession, table_pat
         log.check_new(4, last)
     with pytest.raises(InvalidInputError, match=">= 0"):
         log.check_new(-1, last)
+    for bad in ("42", 41.5, True):
+        with pytest.raises(InvalidInputError, match="must be an integer"):
+            log.check_new(bad, last)  # type: ignore[arg-type]
     assert CommitLog(spark, table_path, "another-writer").last_batch_id() is None
 
 

@@ -63,7 +63,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.catalog import lakehouse_properties
+from lakehouse.catalog import lakehouse_properties, path_exists
 from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
@@ -85,7 +85,7 @@ from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMi
 from lakehouse.ordering import OFFSET_COL, PARTITION_COL
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, require_columns
-from lakehouse.times import from_micros, timestamp_sql
+from lakehouse.times import from_micros, require_representable, timestamp_sql
 
 APP_ID = "lakehouse.dedup"
 QUARANTINE_KIND = "dedup_quarantine"
@@ -240,9 +240,14 @@ class Deduplicator:
         Commits, in this order: the index (skipped on replay), the quarantine if any, the sink append
         (``txnAppId``/``txnVersion`` = this index's id and ``batch_id``: skipped if already written). A crash
         between any two is repaired by running the same batch again.
+
+        Raises:
+            SchemaMismatchError: the sink exists and lacks a column of ``df`` or has it with another type
+                (checked before anything is committed).
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         sink = resolve_path(sink)
+        _require_sink_takes(self.spark, sink, df.schema)
         writer = self._writer_id()
         resolved, stats = self._apply(df, batch_id)
         rows = _forwarded(resolved, df.columns)
@@ -485,6 +490,16 @@ def _stream_times(state: dict[str, Any]) -> dict[int, int]:
     return {int(task): int(us) for task, us in state.get(_STREAM_TIME, {}).items()}
 
 
+def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> None:
+    """Raise unless the sink is absent or a Delta table that has every column of ``schema``, same types."""
+    if not path_exists(spark, sink):
+        return
+    if not DeltaTable.isDeltaTable(spark, sink):
+        raise InvalidInputError(f"the dedup sink {sink} exists and is not a Delta table: nothing was written")
+    sink_schema = spark.read.format("delta").load(sink).schema
+    require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
+
+
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
 
@@ -529,7 +544,6 @@ def _rows_appended(sink: CommitLog, batch_id: int) -> int:
     return int(metrics.get("numOutputRows", 0))
 
 
-
 def _count(decision: int) -> Any:
     return F.sum((F.col(DECISION_COL) == F.lit(decision)).cast("long"))
 
@@ -565,6 +579,9 @@ def _check_summary(summary: list[Row]) -> None:
             f"dedup input has {null_ts} record(s) with a NULL timestamp and {null_partitions} with a NULL "
             "partition; every record needs both (nothing was written)"
         )
+    for row in summary:
+        for column in ("max_us", "min_saved_us"):
+            require_representable(row[column], "a record's timestamp")
 
 
 def _stats(batch_id: int | None, replay: bool, summary: list[Row]) -> DedupStats:

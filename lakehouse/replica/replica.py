@@ -40,7 +40,7 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import CommitLog
-from lakehouse.errors import InvalidInputError
+from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _history
 from lakehouse.replica._source import Shard, SourceKind, source_kind
@@ -256,7 +256,7 @@ class Replica:
         except Exception as error:
             if not _missing_changes(error):
                 raise
-            reason = f"the source's changes after version {before} are gone ({_first_line(error)})"
+            reason = f"the source's changes after version {before} are gone ({first_line(error)})"
             return self._rebuild(target, self.checkpoint(), reason, started)
         return SyncResult(
             before,
@@ -501,7 +501,3 @@ class Replica:
 def _missing_changes(error: Exception) -> bool:
     text = str(error)
     return any(marker in text for marker in _MISSING_CHANGES)
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

@@ -32,6 +32,7 @@ from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -39,11 +40,11 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
 from lakehouse.commit_log import CommitLog, Recorded
-from lakehouse.errors import InvalidInputError, LakehouseInternalError
+from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import require_order_columns
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import require_columns
-from lakehouse.times import from_micros, from_micros_or_none, micros, timestamp_lit
+from lakehouse.times import from_micros, from_micros_or_none, micros, require_representable, timestamp_lit
 from lakehouse.versioned import _plan
 from lakehouse.versioned._plan import TOMBSTONE, VALID_FROM, VALID_TO
 from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
@@ -246,7 +247,7 @@ class VersionedStore:
         recorded = self._log.read()
         if batch_id is not None and not self._log.check_new(batch_id, recorded.last_batch_id):
             return self._replayed(batch_id, recorded)
-        tombstone = self._tombstone_condition(deletes)
+        tombstone = self._tombstone_condition(df, deletes)
         return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
 
     def _write(
@@ -277,6 +278,8 @@ class VersionedStore:
             if stats is None:
                 raise LakehouseInternalError("an aggregate returned no row")
             _reject_nulls(stats)
+            require_representable(stats["min_accepted_us"], "a record's timestamp")
+            require_representable(stats["max_us"], "a record's timestamp")
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
             state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
             counts = {"records": stats["records"], "dropped": stats["dropped"]}
@@ -545,13 +548,26 @@ class VersionedStore:
         frame = self.spark.createDataFrame([row], frame_schema)
         return frame.withColumn("timestamp", F.timestamp_micros(_SINGLE_PUT_SEQUENCE))
 
-    def _tombstone_condition(self, deletes: Column | str | None) -> Column:
+    def _tombstone_condition(self, df: DataFrame, deletes: Column | str | None) -> Column:
+        """True for the records of ``df`` that are tombstones (default: every value column NULL).
+
+        Raises:
+            InvalidInputError: ``deletes`` does not resolve over ``df`` as a BOOLEAN (one line).
+        """
         if deletes is None:
             condition = F.lit(True)
             for value in self.settings.values:
                 condition = condition & F.col(value).isNull()
             return condition
-        condition = F.expr(deletes) if isinstance(deletes, str) else deletes
+        try:
+            condition = F.expr(deletes) if isinstance(deletes, str) else deletes
+            data_type = df.select(condition.alias("deletes")).schema["deletes"].dataType
+        except AnalysisException as error:  # a parse error is one too
+            reason = f"is not a condition over the batch: {first_line(error)}"
+            raise InvalidInputError(f"deletes={deletes!r} {reason}") from None
+        if not isinstance(data_type, T.BooleanType):
+            reason = f"is {data_type.simpleString()}, not a boolean condition"
+            raise InvalidInputError(f"deletes={deletes!r} {reason}")
         return F.coalesce(condition, F.lit(False))
 
     def _check_frame(self, df: DataFrame, timestamp: str, sequence_by: str | None) -> None:

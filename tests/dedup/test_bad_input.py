@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.dedup import Deduplicator
 from lakehouse.delta_ops import latest_version
@@ -52,6 +53,8 @@ def test_bad_batches_write_nothing(spark: SparkSession, table_path: str) -> None
         dedup.apply(good.drop("id"), batch_id=0)
     with pytest.raises(SchemaMismatchError, match="timestamp"):
         dedup.apply(good.withColumn("timestamp", good["timestamp"].cast("string")), batch_id=0)
+    with pytest.raises(InvalidInputError, match="outside years 1 to 9999"):
+        dedup.apply(good.withColumn("timestamp", F.timestamp_micros(F.lit(253402300800000000))), batch_id=0)
     null_ts = spark.createDataFrame([("k", "a", "v", 0, 0, None), ("k", "b", "v", 0, 1, at(1))], good.schema)
     with pytest.raises(InvalidInputError, match="NULL timestamp"):
         dedup.apply(null_ts, batch_id=0)
@@ -59,3 +62,19 @@ def test_bad_batches_write_nothing(spark: SparkSession, table_path: str) -> None
     dedup.apply(good, batch_id=0).count()
     with pytest.raises(SchemaMismatchError, match="id"):
         dedup.apply(good.withColumn("id", good["offset"]), batch_id=1)
+
+
+def test_a_sink_that_cannot_take_the_batch_is_refused_before_the_index_commits(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
+    sink = str(tmp_path / "sink")
+    good = frame(spark, RECORDS, ("id",))
+    good.withColumn("value", good["offset"]).limit(0).write.format("delta").save(sink)  # value: BIGINT
+    index = DeltaTable.forPath(spark, dedup.path)
+    version = latest_version(index)
+    with pytest.raises(SchemaMismatchError, match=r"dedup sink .* value: expected string, got bigint"):
+        dedup.run(good, batch_id=0, sink=sink)
+    assert latest_version(index) == version
+    fixed = str(tmp_path / "fixed")
+    assert dedup.run(good, batch_id=0, sink=fixed).sink_rows == 1

@@ -151,7 +151,8 @@ def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
     )
     records = [(f"k{i % 3}", f"v{i}", i * 5_000, 0, i) for i in range(30)]  # 0 s .. 145 s
     store.put_all(batch_frame(spark, records))
-    probes = [(f"k{k}", t) for k in range(3) for t in range(85_000, 150_000, 2_500)]  # all >= ST - R
+    # All >= ST - R; each key has a version every 15 s, so two probes land in each.
+    probes = [(f"k{k}", t) for k in range(3) for t in range(85_000, 150_000, 7_500)]
     before = [_value(store, key, t) for key, t in probes]
     rows_before = store.table().count()
 
@@ -224,6 +225,18 @@ def test_as_of_reads_only_segments_that_can_hold_the_version(spark: SparkSession
             SchemaMismatchError,
             "offset: string",
         ),
+        (
+            "SELECT 'k' AS k, 'v' AS v, timestamp_micros(253402300800000000) AS timestamp, 0 AS partition, "
+            "0L AS offset",
+            InvalidInputError,
+            "outside years 1 to 9999",
+        ),
+        (
+            "SELECT 'k' AS k, 'v' AS v, timestamp_micros(-62230000000000000) AS timestamp, 0 AS partition, "
+            "0L AS offset",
+            InvalidInputError,
+            "outside years 1 to 9999",
+        ),
     ],
 )
 def test_bad_batches_raise_and_write_nothing(
@@ -234,6 +247,18 @@ def test_bad_batches_raise_and_write_nothing(
     with pytest.raises(error, match=match):
         store.put_all(spark.sql(frame_sql))
     assert DeltaTable.forPath(spark, table_path).history().count() == versions
+    assert store.table().count() == 0
+
+
+def test_a_deletes_condition_that_is_not_one_is_refused_in_one_line(
+    spark: SparkSession, table_path: str
+) -> None:
+    store = create_store(spark, table_path, RETENTION_MS)
+    batch = batch_frame(spark, [("k", "v", 0, 0, 0)])
+    for deletes, match in (("v =", "not a condition"), ("gone", "not a condition"), ("v", "is string")):
+        with pytest.raises(InvalidInputError, match=match) as raised:
+            store.put_all(batch, deletes=deletes)
+        assert "\n" not in str(raised.value)
     assert store.table().count() == 0
 
 
