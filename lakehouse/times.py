@@ -19,6 +19,8 @@ _US = timedelta(microseconds=1)
 #: further, but a stored time outside them could not be read back as a datetime or written as a SQL literal.
 MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
 MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // _US
+#: The longest retention, interval or width a setting may have: the span of representable times.
+MAX_SPAN = timedelta(microseconds=MAX_US - MIN_US)
 
 
 def micros(value: datetime | timedelta) -> int:
@@ -35,6 +37,12 @@ def require_representable(us: int | None, what: str) -> None:
         raise InvalidInputError(
             f"{what} is {us} microseconds after the epoch, outside years 1 to 9999: nothing was written"
         )
+
+
+def require_span(value: timedelta, name: str) -> None:
+    """Raise :class:`InvalidInputError` if the duration setting ``name`` exceeds :data:`MAX_SPAN`."""
+    if value > MAX_SPAN:
+        raise InvalidInputError(f"{name} must be at most {MAX_SPAN.days} days (years 1 to 9999), got {value}")
 
 
 def from_micros(value: int) -> datetime:

@@ -193,7 +193,7 @@ class JoinOptions:
 def join_source(stream_df: DataFrame, source: VersionSource, options: JoinOptions) -> AsOfJoinResult:
     """:func:`asof_join_with_stats` over an already normalized (and, for a store, pinned) table side."""
     timestamp, how = options.timestamp, options.how
-    _check_stream(stream_df, source.keys, timestamp)
+    _check_stream(stream_df, source, timestamp)
     renamed = {v: f"{options.prefix}{v}{options.suffix}" for v in (*source.values, VALID_FROM)}
     _check_clashes(stream_df, list(renamed.values()))
     key_types = {f.name: f.dataType for f in stream_df.schema.fields if f.name in source.keys}
@@ -212,10 +212,16 @@ def join_source(stream_df: DataFrame, source: VersionSource, options: JoinOption
 
 
 # ---------------------------------------------------------------------- phases
-def _check_stream(stream_df: DataFrame, keys: tuple[str, ...], timestamp: str) -> None:
+def _check_stream(stream_df: DataFrame, source: VersionSource, timestamp: str) -> None:
+    """The stream side has the key columns, typed as the table side's, and a TIMESTAMP ``timestamp``."""
     types = {f.name: f.dataType for f in stream_df.schema.fields}
-    missing = [c for c in (*keys, timestamp) if c not in types]
-    wrong = {}
+    key_types = {f.name: f.dataType for f in source.frame.schema.fields if f.name in source.keys}
+    missing = [c for c in (*source.keys, timestamp) if c not in types]
+    wrong = {
+        key: f"expected {key_types[key].simpleString()} (the table side's), got {types[key].simpleString()}"
+        for key in source.keys
+        if key in types and key in key_types and types[key] != key_types[key]
+    }
     if timestamp in types and types[timestamp] != T.TimestampType():
         wrong[timestamp] = f"expected timestamp, got {types[timestamp].simpleString()}"
     if missing or wrong:

@@ -312,6 +312,13 @@ class Deduplicator:
             what = f"dedup input: the index deduplicates by {list(self.settings.by)}"
             raise SchemaMismatchError(what, missing)
         require_columns(df.schema, self._stored_id_schema(), "dedup input: id columns of the index")
+        maps = {
+            c: f"{df.schema[c].dataType.simpleString()} (a MAP cannot be compared: ids must be)"
+            for c in self.settings.by
+            if "map<" in df.schema[c].dataType.simpleString()
+        }
+        if maps:
+            raise SchemaMismatchError("dedup input: id columns", [], maps)
 
     def _stored_id_schema(self) -> T.StructType:
         """The id columns of the index (none before the first batch); cached once they exist."""

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError, StoreSettingsConflictError
 from lakehouse.schemas import load_schema
-from lakehouse.times import micros
+from lakehouse.times import micros, require_span
 
 KIND = "dedup_index"
 TASK_COL = "task"
@@ -24,6 +24,7 @@ BATCH_COL = "batch_id"
 BUCKET_COL = "bucket"
 KEY_COL = "key"
 MIN_BUCKET_WIDTH = timedelta(minutes=1)
+
 
 def default_bucket_width(interval: timedelta) -> timedelta:
     """One bucket per interval (at least a minute): about two buckets are live at any time."""
@@ -51,6 +52,13 @@ class DedupSettings:
             raise InvalidInputError(f"interval must be >= 0, got {self.interval}")
         if self.bucket_width < timedelta(milliseconds=1):
             raise InvalidInputError(f"bucket_width must be >= 1 ms, got {self.bucket_width}")
+        require_span(self.interval, "interval")
+        require_span(self.bucket_width, "bucket_width")
+        nested = [c for c in self.by if "." in c or "`" in c]
+        if nested:
+            raise InvalidInputError(
+                f"by names top-level columns; {nested} name nested fields: select them into columns first"
+            )
 
     @property
     def per_partition(self) -> bool:

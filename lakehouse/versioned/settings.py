@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError
 from lakehouse.schemas import load_schema
-from lakehouse.times import micros
+from lakehouse.times import micros, require_span
 
 KIND = "versioned_store"
 
@@ -34,6 +34,8 @@ class StoreSettings:
             raise InvalidInputError(f"history_retention must be >= 0, got {self.history_retention}")
         if self.segment_interval < timedelta(milliseconds=1):
             raise InvalidInputError(f"segment_interval must be >= 1 ms, got {self.segment_interval}")
+        require_span(self.history_retention, "history_retention")
+        require_span(self.segment_interval, "segment_interval")
 
     @property
     def retention_us(self) -> int:

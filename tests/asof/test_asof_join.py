@@ -134,6 +134,8 @@ def test_bad_arguments_raise_before_any_spark_job(spark: SparkSession, rates) ->
         asof_join(events, store, timestamp="ms")
     with pytest.raises(SchemaMismatchError, match="missing columns"):
         asof_join(events.drop("k"), store)
+    with pytest.raises(SchemaMismatchError, match=r"k: expected string \(the table side's\), got int"):
+        asof_join(events.withColumn("k", F.lit(1)), store)
 
 
 def test_scd2_dataframe_with_multi_column_key_and_no_tombstone_column(spark: SparkSession) -> None:

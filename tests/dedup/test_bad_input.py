@@ -27,6 +27,10 @@ def test_negative_interval_rejected_before_anything_is_written(spark: SparkSessi
         Deduplicator.create(spark, table_path, by="id", interval=10)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="system column"):
         Deduplicator.create(spark, table_path, by="entry_ts", interval=INTERVAL)
+    with pytest.raises(InvalidInputError, match="nested fields"):
+        Deduplicator.create(spark, table_path, by="txn.id", interval=INTERVAL)
+    with pytest.raises(InvalidInputError, match="interval must be at most"):
+        Deduplicator.create(spark, table_path, by="id", interval=timedelta(days=10**7))
     with pytest.raises(InvalidInputError, match="bucket_width must be >= 1 ms, got 0:00:00"):
         Deduplicator.create(spark, table_path, by="id", interval=INTERVAL, bucket_width=timedelta(0))
     assert not Path(table_path).exists()
@@ -55,6 +59,8 @@ def test_bad_batches_write_nothing(spark: SparkSession, table_path: str) -> None
         dedup.apply(good.withColumn("timestamp", good["timestamp"].cast("string")), batch_id=0)
     with pytest.raises(InvalidInputError, match="outside years 1 to 9999"):
         dedup.apply(good.withColumn("timestamp", F.timestamp_micros(F.lit(253402300800000000))), batch_id=0)
+    with pytest.raises(SchemaMismatchError, match="a MAP cannot be compared"):
+        dedup.apply(good.withColumn("id", F.create_map(F.lit("a"), F.col("id"))), batch_id=0)
     null_ts = spark.createDataFrame([("k", "a", "v", 0, 0, None), ("k", "b", "v", 0, 1, at(1))], good.schema)
     with pytest.raises(InvalidInputError, match="NULL timestamp"):
         dedup.apply(null_ts, batch_id=0)

@@ -273,6 +273,8 @@ def test_bad_settings_raise_and_reopening_with_other_settings_is_refused(
         )
     with pytest.raises(InvalidInputError, match="not in the schema"):
         VersionedStore.create(spark, table_path, "id", SCHEMA, timedelta(minutes=1))
+    with pytest.raises(InvalidInputError, match="history_retention must be at most"):
+        VersionedStore.create(spark, table_path, "k", SCHEMA, timedelta(days=10**7))
     with pytest.raises(InvalidInputError, match="segment_interval must be >= 1 ms, got 0:00:00"):
         VersionedStore.create(spark, table_path, "k", SCHEMA, timedelta(minutes=1), timedelta(0))
     with pytest.raises(InvalidInputError, match="under Delta's safety threshold"):
