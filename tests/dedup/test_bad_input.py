@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from lakehouse.dedup import Deduplicator
 from lakehouse.delta_ops import latest_version
 from lakehouse.errors import InvalidInputError, SchemaMismatchError, StoreSettingsConflictError
-from tests.dedup.helpers import at, frame
+from tests.dedup.helpers import RECORD_SCHEMA, at, frame
 from tests.reference.dedup import Rec
 
 INTERVAL = timedelta(seconds=10)
@@ -84,3 +84,14 @@ def test_a_sink_that_cannot_take_the_batch_is_refused_before_the_index_commits(
     assert latest_version(index) == version
     fixed = str(tmp_path / "fixed")
     assert dedup.run(good, batch_id=0, sink=fixed).sink_rows == 1
+
+
+def test_records_of_years_1_to_999_are_deduplicated(spark: SparkSession, tmp_path: Path) -> None:
+    """Times before year 1000 reach the index MERGE's bounds as zero-padded SQL literals."""
+    dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
+    ancient = datetime(500, 3, 1, tzinfo=UTC)
+    rows = [("k", "a", "first", 0, 0, ancient), ("k", "a", "again", 0, 1, ancient + timedelta(seconds=1))]
+    batch = spark.createDataFrame(rows, RECORD_SCHEMA)
+    stats = dedup.run(batch, batch_id=0, sink=str(tmp_path / "sink"))
+    assert (stats.duplicates, stats.sink_rows) == (1, 1)
+    assert dedup.run(batch, batch_id=1, sink=str(tmp_path / "sink")).sink_rows == 0
