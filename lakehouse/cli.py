@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from lakehouse.assignment.job import add_arguments as add_assign_arguments
 from lakehouse.assignment.job import config_from_args, run_assignment
 from lakehouse.config import Settings, load_settings
-from lakehouse.demo import DemoSize, run_demo
+from lakehouse.demo import demo_spec, run_demo
+from lakehouse.demo_data import DemoSize
 from lakehouse.doctor import run_doctor, versions
 from lakehouse.errors import LakehouseError
 from lakehouse.quality import run_quality
@@ -33,9 +34,9 @@ def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    spec = demo_spec(warehouse_uri(settings), args.root, args.config)
     spark = get_spark(dict(args.conf), settings)
-    root = args.root or f"{warehouse_uri(settings)}/demo"
-    run_demo(spark, root, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
+    run_demo(spark, spec, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
     return 0
 
 
@@ -70,8 +71,11 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "to a Delta table, build Data Docs, print one verdict per table; exit 1 if any expectation fails.",
     )
     quality.add_argument(
-        "tables", nargs="*", metavar="TABLE", help="table paths (relative ones may be under the warehouse); "
-        "default: every lakehouse table under the warehouse"
+        "tables",
+        nargs="*",
+        metavar="TABLE",
+        help="table paths (relative ones may be under the warehouse); "
+        "default: every lakehouse table under the warehouse",
     )
     quality.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
     quality.add_argument("--docs", help="Data Docs folder, local (default: <warehouse>/quality/docs)")
@@ -134,8 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(run=_cmd_doctor)
 
-    demo = commands.add_parser("demo", help="run KIP-889's currency-rate story on generated data")
-    demo.add_argument("--root", help="folder of the demo's Delta tables (default: <warehouse>/demo)")
+    demo = commands.add_parser(
+        "demo",
+        help="land generated currency rates and transactions, run the demo pipeline twice, summarize",
+        description="KIP-889's currency-rate story as the pipeline the jobs run: land generated rate updates "
+        "and transactions in [pipeline.demo]'s landing folders in two parts, run every stage after each "
+        "(the second run reads the new files only), then a failover drill, a summary and the quality suites.",
+    )
+    demo.add_argument(
+        "--root", help="folder of the demo's landing folders and tables (default: [pipeline.demo]'s root)"
+    )
     demo.add_argument("--rate-updates", type=int, default=40, help="currency-rate updates to generate")
     demo.add_argument("--transactions", type=int, default=200, help="transactions to generate")
     demo.set_defaults(run=_cmd_demo)

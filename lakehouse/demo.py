@@ -1,150 +1,167 @@
-"""``lakehouse demo``: KIP-889's story end to end on generated data in a local Delta warehouse.
+"""``lakehouse demo``: KIP-889's story end to end as the pipeline the jobs run, on generated data.
 
-Currency-rate updates (some out of order, some deleted) and a transactions stream with at-least-once
-duplicates are generated with Spark expressions (seeded, so every run sees the same data) and written as
-Delta tables. Each lakehouse feature adds its step and prints what it did.
+The generated currency-rate changelog and transactions (:mod:`lakehouse.demo_data`) land in the landing
+folders of ``[pipeline.demo]`` in two parts, and after each part the pipeline runs every stage, as
+``lakehouse run all --pipeline demo`` does (the second run reads the new files only): the rate updates go
+into the versioned store, the transactions are deduplicated and joined with the rate valid at their time,
+the store and the index are maintained, and a 6-client cluster gets an assignment generation (a client
+leaves before the second). Then a failover drill of standby replicas on the landed rate updates, a summary
+built from the two runs' metrics, and the data-quality suites of the pipeline's state tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from lakehouse.asof.demo import demo_step as asof_demo_step
-from lakehouse.assignment.job import demo_step as assignment_demo_step
-from lakehouse.dedup.demo import demo_step as dedup_demo_step
-from lakehouse.quality.demo import demo_step as quality_demo_step
+from lakehouse.assignment.job import DEMO_CONFIG, write_demo_subscriptions
+from lakehouse.assignment.store import AssignmentStore
+from lakehouse.demo_data import FIRST_RUN_FRACTION, DemoSize, landing_parts, rate_updates, transactions
+from lakehouse.errors import InvalidConfigError
+from lakehouse.paths import resolve_path
+from lakehouse.pipeline import BatchMetrics, PipelineSpec, load_pipeline, run_pipeline
+from lakehouse.pipeline.sources import land_files
+from lakehouse.quality import run_quality
+from lakehouse.quality.enriched import mark_enriched
 from lakehouse.replica.demo import demo_step as replica_demo_step
-from lakehouse.schemas import load_schema
-from lakehouse.summary import StepReport, summary_lines
-from lakehouse.versioned.demo import HISTORY_RETENTION
-from lakehouse.versioned.demo import demo_step as versioned_demo_step
+from lakehouse.summary import summary_lines
 
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-CURRENCIES = ("EUR", "GBP", "JPY", "CHF")
-RATE_STEP_S = 60
-RATE_PARTITIONS = 2
-TXN_PARTITIONS = 3
-OUT_OF_ORDER_FRACTION = 0.15
-DELETE_FRACTION = 0.05
-DUPLICATE_FRACTION = 0.10
-SEED = 889
+PIPELINE = "demo"
+#: The client that leaves the demo's cluster before the second run.
+LEAVES = "c5"
+LANDING_FORMATS = ("json", "parquet")
+#: Paths of the spec that ``--root`` moves along with the root when they are under the configured one.
+_UNDER_ROOT = ("checkpoints", "records", "changelog", "assignment_root")
 
 
-@dataclass(frozen=True)
-class DemoSize:
-    """How much data the demo generates."""
-
-    rate_updates: int = 40
-    transactions: int = 200
-
-
-def rate_updates(spark: SparkSession, size: DemoSize) -> DataFrame:
-    """Rate updates, one per ``RATE_STEP_S``; some arrive late (out of order), some are deletes."""
-    rows = spark.range(size.rate_updates)
-    currency = F.element_at(
-        F.array(*[F.lit(c) for c in CURRENCIES]), (F.col("id") % len(CURRENCIES) + 1).cast("int")
-    )
-    late = F.rand(SEED) < OUT_OF_ORDER_FRACTION
-    # A late update was valid earlier than its arrival slot: it lands in history, splitting an interval.
-    slot = F.when(late, F.col("id") - len(CURRENCIES) * 3).otherwise(F.col("id"))
-    deleted = F.rand(SEED + 1) < DELETE_FRACTION
-    base = {"EUR": 1.08, "GBP": 1.27, "JPY": 0.0067, "CHF": 1.13}
-    base_rate = F.element_at(F.create_map(*[F.lit(x) for kv in base.items() for x in kv]), currency)
-    rate = (base_rate * (1 + (F.rand(SEED + 2) - 0.5) / 50)).cast("decimal(18,6)")
-    generated = rows.select(
-        currency.alias("currency"),
-        F.when(deleted, F.lit(None)).otherwise(rate).alias("rate"),
-        deleted.alias("deleted"),
-        (F.lit(T0) + F.make_interval(secs=F.greatest(slot, F.lit(0)) * RATE_STEP_S)).alias("event_time"),
-        (F.col("id") % RATE_PARTITIONS).cast("int").alias("partition"),
-        (F.col("id") / RATE_PARTITIONS).cast("long").alias("offset"),
-    )
-    return _conform(generated, "demo_rate_updates")
-
-
-def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
-    """Transactions in the shape of Spark's Kafka source; ``DUPLICATE_FRACTION`` are re-sent later."""
-    originals = spark.range(size.transactions).select(
-        F.concat(F.lit("t"), F.col("id")).alias("txn_id"),
-        F.element_at(
-            F.array(*[F.lit(c) for c in CURRENCIES]),
-            (F.floor(F.rand(SEED + 3) * len(CURRENCIES)) + 1).cast("int"),
-        ).alias("currency"),
-        (F.rand(SEED + 4) * 1000).cast("decimal(18,2)").alias("amount"),
-        (F.lit(T0) + F.make_interval(secs=F.rand(SEED + 5) * size.rate_updates * RATE_STEP_S)).alias(
-            "timestamp"
-        ),
-        F.col("id").alias("arrival"),
-    )
-    resent = originals.where(F.rand(SEED + 6) < DUPLICATE_FRACTION).withColumn(
-        "arrival", F.col("arrival") + size.transactions
-    )
-    records = originals.unionByName(resent)
-    partition = (F.abs(F.hash("txn_id")) % TXN_PARTITIONS).cast("int")
-    generated = records.select(
-        F.col("txn_id").alias("key"),
-        F.to_json(F.struct("txn_id", "currency", "amount")).alias("value"),
-        F.lit("transactions").alias("topic"),
-        partition.alias("partition"),
-        F.col("arrival").alias("offset"),
-        "timestamp",
-        "txn_id",
-        "currency",
-        "amount",
-    )
-    return _conform(generated, "demo_transactions")
-
-
-def _conform(df: DataFrame, schema_name: str) -> DataFrame:
-    schema = load_schema(schema_name)
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+def demo_spec(warehouse: str, root: str | None = None, config: str | Path | None = None) -> PipelineSpec:
+    """``[pipeline.demo]`` of the configuration file; with ``root``, its tables and checkpoints, and its
+    landing folders and assignment store where they are under the configured root, moved to ``root``."""
+    spec = load_pipeline(PIPELINE, warehouse, config)
+    if root is None:
+        return spec
+    root = resolve_path(root).rstrip("/")
+    moved = {
+        key: root + path[len(spec.root) :]
+        for key in _UNDER_ROOT
+        if (path := getattr(spec, key)).startswith(f"{spec.root}/")
+    }
+    return replace(spec, root=root, **moved)
 
 
 def run_demo(
-    spark: SparkSession, root: str, size: DemoSize = DemoSize(), echo: Callable[[str], None] = print
-) -> None:
-    """Run every demo step against Delta tables under ``root`` (overwritten), printing what each did."""
-    rates_path, txn_path = f"{root}/rate_updates", f"{root}/transactions"
-    rates = rate_updates(spark, size)
-    rates.write.format("delta").mode("overwrite").save(rates_path)
-    stats = (
-        spark.read.format("delta")
-        .load(rates_path)
-        .agg(F.count("*").alias("n"), F.sum(F.col("deleted").cast("int")).alias("deletes"))
-        .first()
+    spark: SparkSession,
+    spec: PipelineSpec,
+    size: DemoSize | None = None,
+    echo: Callable[[str], None] = print,
+) -> list[list[BatchMetrics]]:
+    """Land the data generated at ``size`` (default :class:`DemoSize`) in ``spec``'s landing folders in two
+    parts, run the pipeline after each, then the failover drill, the summary and the quality suites of the
+    pipeline's state tables, printing what each did.
+
+    Landing is idempotent (a part landed before is not landed again), so re-running on the same root
+    processes nothing new. Returns each run's metrics.
+
+    Raises:
+        InvalidConfigError: ``spec``'s sources are not landing folders of JSON or Parquet files, or it has
+            no ``assignment_root``.
+    """
+    _check(spec)
+    size = size or DemoSize()
+    parts = zip(
+        landing_parts(transactions(spark, size), "timestamp", size),
+        landing_parts(rate_updates(spark, size), "event_time", size),
+        strict=True,
     )
-    assert stats is not None
-    echo(f"[inputs] {stats['n']} currency-rate updates ({stats['deletes']} deletes) -> {rates_path}")
-    transactions(spark, size).write.format("delta").mode("overwrite").save(txn_path)
-    n_txn = spark.read.format("delta").load(txn_path).count()
-    echo(f"[inputs] {n_txn} transaction records (with at-least-once re-sends) -> {txn_path}")
-    rates_store, lines, versioned = versioned_demo_step(spark, root, rates_path, T0)
-    dedup_lines, dedup = dedup_demo_step(spark, root)
-    deduplicated = spark.read.format("delta").load(f"{root}/txn_deduped")
-    asof_lines, asof = asof_demo_step(spark, root, rates_store, deduplicated)
-    assignment_lines, assignment = assignment_demo_step(spark, f"{root}/assignment")
-    replica_lines = replica_demo_step(spark, root, rates_path, HISTORY_RETENTION)
-    for line in [*lines, *dedup_lines, *asof_lines, *assignment_lines, *replica_lines]:
+    assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
+    runs: list[list[BatchMetrics]] = []
+    for run, (txns, rates) in enumerate(parts, start=1):
+        echo(f"[demo] run {run}: {_land(spec, run, txns, rates)}")
+        leave = (LEAVES,) if run > 1 else ()
+        clients = write_demo_subscriptions(assignments, run, leave)
+        left = "".join(f", {pid} left" for pid in leave)
+        echo(f"[demo] run {run}: assignment generation {run} subscribed: {len(clients)} clients{left}")
+        runs.append(run_pipeline(spark, spec, emit=lambda metrics: echo(metrics.describe())))
+    for line in replica_demo_step(spark, spec):
         echo(line)
-    for line in summary_lines([versioned, dedup, asof, assignment], _queries(versioned, asof, assignment)):
+    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
         echo(line)
-    for line in quality_demo_step(spark, root):
+    for line in _quality(spark, spec, assignments):
         echo(line)
+    return runs
 
 
-def _queries(versioned: StepReport, asof: StepReport, assignment: StepReport) -> list[str]:
+def _check(spec: PipelineSpec) -> None:
+    for key in ("records_format", "changelog_format"):
+        if getattr(spec, key) not in LANDING_FORMATS:
+            raise InvalidConfigError(
+                key, f"the demo lands files: one of {list(LANDING_FORMATS)}, got {getattr(spec, key)!r}"
+            )
+    if not spec.assignment_root:
+        raise InvalidConfigError("assignment_root", "the demo subscribes a cluster to an assignment store")
+
+
+def _land(spec: PipelineSpec, run: int, txns: DataFrame, rates: DataFrame) -> str:
+    """Land one part of each input; says what landed."""
+    name = f"part{run}"
+    files = (
+        land_files(txns, spec.records, spec.records_format, name),
+        land_files(rates, spec.changelog, spec.changelog_format, name),
+    )
+    if not any(files):
+        return f"part {run} had landed before (this root ran the demo already): nothing new"
+    span = f"the first {FIRST_RUN_FRACTION:.0%}" if run == 1 else "the rest"
+    return (
+        f"landed {span} of the generated time span: {files[0]} transaction files -> {spec.records}, "
+        f"{files[1]} rate-update files -> {spec.changelog}"
+    )
+
+
+def _quality(spark: SparkSession, spec: PipelineSpec, assignments: AssignmentStore) -> list[str]:
+    """Declare the enriched sink the as-of join's output, then check the pipeline's state tables; returns
+    the verdict lines."""
+    tables = spec.tables
+    mark_enriched(
+        spark,
+        tables.enriched,
+        record_id=spec.dedup_by,
+        timestamp=spec.join_timestamp,
+        valid_from=f"{spec.join_prefix}valid_from",
+    )
+    checked = [tables.store, tables.dedup_index, tables.enriched]
+    checked += [assignments.subscriptions_path, assignments.assignment_path]
+    return run_quality(spark, spec.root, checked).lines()
+
+
+def _tables(spec: PipelineSpec, assignments: AssignmentStore) -> dict[str, str]:
+    tables = spec.tables
+    return {
+        "transactions (landing)": spec.records,
+        "rate updates (landing)": spec.changelog,
+        "rates, versioned store": tables.store,
+        "seen-ID index": tables.dedup_index,
+        "duplicates quarantine": tables.quarantine,
+        "deduplicated transactions": tables.deduped,
+        "priced transactions (as-of join)": tables.enriched,
+        "assignment subscriptions": assignments.subscriptions_path,
+        "assignment": assignments.assignment_path,
+        "streaming checkpoints": tables.checkpoints,
+    }
+
+
+def _queries(spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
     """SQL statements worth trying on the demo's tables (Delta path identifiers: no registration needed)."""
-    rates, priced = versioned.tables["rates store"], asof.tables["priced transactions"]
+    tables, rate = spec.tables, f"{spec.join_prefix}rate"
     return [
-        f"SELECT currency, rate, valid_from, valid_to FROM delta.`{rates}` WHERE currency = 'EUR' "
+        f"SELECT currency, rate, valid_from, valid_to FROM delta.`{tables.store}` WHERE currency = 'EUR' "
         "ORDER BY valid_from;",
-        f"SELECT txn_id, timestamp, currency, amount, rate_rate, amount_usd FROM delta.`{priced}` "
-        "ORDER BY timestamp LIMIT 5;",
-        f"SELECT generation, role, count(*) FROM delta.`{assignment.tables['assignment']}` "
+        f"SELECT txn_id, timestamp, currency, amount, {rate}, amount * {rate} AS amount_usd "
+        f"FROM delta.`{tables.enriched}` ORDER BY timestamp LIMIT 5;",
+        f"SELECT batch_id, txn_id, offset, entry_offset FROM delta.`{tables.quarantine}` "
+        "ORDER BY batch_id, txn_id LIMIT 5;",
+        f"SELECT generation, role, count(*) FROM delta.`{assignments.assignment_path}` "
         "GROUP BY 1, 2 ORDER BY 1, 2;",
     ]

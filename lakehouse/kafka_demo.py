@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.demo import RATE_PARTITIONS, TXN_PARTITIONS, DemoSize, rate_updates, transactions
+from lakehouse.demo_data import RATE_PARTITIONS, TXN_PARTITIONS, DemoSize, rate_updates, transactions
 from lakehouse.kafka_source import create_topic, produce
 
 TRANSACTIONS_TOPIC = "transactions"

@@ -1,50 +1,66 @@
-"""What a run did, per step, as a person reads it: records in and out, what was dropped, where tables are.
+"""What runs of a pipeline did, as a person reads it: per run and stage, records in and out and what was
+dropped; then where the tables are and SQL statements to try on them.
 
-Each step of a run (the demo's, a job's) reports one :class:`StepReport`; :func:`summary_lines` renders them
-as a short table followed by the tables' locations and SQL statements to try on them.
+:func:`summary_lines` renders the :class:`~lakehouse.pipeline.BatchMetrics` that
+:func:`~lakehouse.pipeline.run_pipeline` returned for each run (``lakehouse demo`` prints it after its runs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+
+from lakehouse.pipeline.metrics import BatchMetrics
+from lakehouse.pipeline.runner import STAGES
+
+_WIDTH = max(len(stage) for stage in STAGES)
 
 
-@dataclass(frozen=True)
-class StepReport:
-    """One step's outcome.
+def summary_lines(
+    runs: Sequence[Sequence[BatchMetrics]], tables: Mapping[str, str], queries: Iterable[str] = ()
+) -> list[str]:
+    """The summary: one line per run and stage, then every table's location, then the queries to try.
 
-    Attributes:
-        step: The step's name (``versioned``, ``dedup``, ...).
-        records_in: Records the step read.
-        records_out: Records it wrote or forwarded.
-        counts: Other outcomes worth acting on, by name (``duplicates dropped``, ``late``, ...).
-        tables: The tables it wrote, name -> location.
+    A stage a run found nothing new for shows 0 micro-batches; ``maintain`` and ``assign`` run once per
+    run and show ``-``.
     """
-
-    step: str
-    records_in: int
-    records_out: int
-    counts: Mapping[str, int] = field(default_factory=dict)
-    tables: Mapping[str, str] = field(default_factory=dict)
-
-
-def summary_lines(reports: Iterable[StepReport], queries: Iterable[str] = ()) -> list[str]:
-    """The summary: one line per step, then every table's location, then the queries to try."""
-    reports = list(reports)
-    width = max((len(r.step) for r in reports), default=4)
-    lines = ["", "Summary", f"  {'step':<{width}}  {'in':>9}  {'out':>9}  details"]
-    for report in reports:
-        details = ", ".join(f"{value} {name}" for name, value in report.counts.items())
-        lines.append(
-            f"  {report.step:<{width}}  {report.records_in:>9}  {report.records_out:>9}  {details}".rstrip()
-        )
+    stages = [stage for stage in STAGES if any(m.stage == stage for metrics in runs for m in metrics)]
+    lines = ["", "Summary", f"  run  {'stage':<{_WIDTH}}  batches  {'in':>9}  {'out':>9}  details"]
+    for run, metrics in enumerate(runs, start=1):
+        for stage in stages:
+            lines.append(_stage_line(run, stage, [m for m in metrics if m.stage == stage]).rstrip())
     lines.append("Tables")
-    for report in reports:
-        for name, location in report.tables.items():
-            lines.append(f"  {name}: {location}")
+    lines += [f"  {name}: {location}" for name, location in tables.items()]
     queries = list(queries)
     if queries:
         lines.append("Try (spark.sql, spark-sql, or any Delta reader):")
         lines += [f"  {query}" for query in queries]
     return lines
+
+
+def _stage_line(run: int, stage: str, metrics: Sequence[BatchMetrics]) -> str:
+    batches = sum(m.batch_id is not None for m in metrics)
+    shown = "-" if metrics and not batches else str(batches)
+    records_in, records_out = sum(m.records_in for m in metrics), sum(m.records_out for m in metrics)
+    return f"  {run:>3}  {stage:<{_WIDTH}}  {shown:>7}  {records_in:>9}  {records_out:>9}  " + ", ".join(
+        _details(metrics)
+    )
+
+
+def _details(metrics: Sequence[BatchMetrics]) -> list[str]:
+    """What a person may act on: records dropped or late, lookups outside retention, replayed batches,
+    then the stage's own details (numbers summed over micro-batches, zeros left out; other values: the
+    last batch's)."""
+    counts = {
+        "duplicates dropped": sum(m.duplicates for m in metrics),
+        "late": sum(m.late for m in metrics),
+        "lookups outside retention": sum(m.expired_lookups for m in metrics),
+        "replayed batches": sum(m.replay for m in metrics),
+    }
+    details: dict[str, object] = {}
+    for m in metrics:
+        for key, value in m.details.items():
+            before = details.get(key)
+            details[key] = before + value if isinstance(before, int) and isinstance(value, int) else value
+    return [f"{value} {name}" for name, value in counts.items() if value] + [
+        f"{key.replace('_', ' ')} {value}" for key, value in details.items() if value != 0
+    ]

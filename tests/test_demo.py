@@ -1,12 +1,27 @@
+"""``lakehouse demo`` is the pipeline: the generated data lands in ``[pipeline.demo]``'s folders in two parts
+and each run of the stages reads its part only (one demo at a tiny size, checked against the data)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+import pytest
+from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.demo import DemoSize, rate_updates, run_demo, transactions
+from lakehouse.demo import demo_spec, run_demo
+from lakehouse.demo_data import DemoSize, landing_parts, rate_updates, transactions
+from lakehouse.pipeline import BatchMetrics
 from lakehouse.schemas import load_schema
+
+SIZE = DemoSize(rate_updates=20, transactions=50)
+
+
+def _rows(df: DataFrame, *columns: str) -> list[tuple[object, ...]]:
+    return sorted(tuple(row) for row in df.select(*columns).collect())
+
+
+def _in(run: list[BatchMetrics], stage: str) -> int:
+    return sum(m.records_in for m in run if m.stage == stage)
 
 
 def test_generated_inputs_follow_their_schemas_and_story(spark: SparkSession) -> None:
@@ -19,55 +34,74 @@ def test_generated_inputs_follow_their_schemas_and_story(spark: SparkSession) ->
     assert txns.count() > size.transactions  # re-sent duplicates
     assert txns.select("partition", "offset").distinct().count() == txns.count()
     assert txns.groupBy("txn_id").count().where("count > 1").count() > 0
+    first, rest = landing_parts(txns, "timestamp", size)
+    assert 0 < rest.count() < first.count()
+    assert first.join(rest, on="txn_id", how="left_semi").isEmpty()  # a re-send lands with its original
 
 
-def test_demo_writes_its_inputs_checks_its_tables_and_summarizes(
+@pytest.mark.slow
+def test_demo_lands_its_data_runs_the_pipeline_twice_and_summarizes(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    size = DemoSize(rate_updates=20, transactions=50)
+    spec = demo_spec(str(tmp_path / "wh"))
+    assert spec.root == str(tmp_path / "wh" / "demo")
+    assert spec.records.startswith(f"{spec.root}/") and spec.assignment_root.startswith(f"{spec.root}/")
     lines: list[str] = []
-    run_demo(spark, str(tmp_path), size, lines.append)
-    assert spark.read.format("delta").load(str(tmp_path / "rate_updates")).count() == 20
-    txns = spark.read.format("delta").load(str(tmp_path / "transactions"))
-    assert txns.agg(F.countDistinct("txn_id")).first()[0] == 50
-    assert any("currency-rate updates" in line for line in lines)
-    assert any(line.startswith("[versioned] put_all: 20 updates") for line in lines)
-    assert any(line.startswith("[versioned] EUR now:") for line in lines)
-    assert any(line.startswith("[dedup]") for line in lines)
-    assert any(line.startswith("[asof]") for line in lines)
+    runs = run_demo(spark, spec, SIZE, lines.append)
+    txns, rates = transactions(spark, SIZE), rate_updates(spark, SIZE)
+
+    # The landing folders hold the generated data, landed in two parts; each run read only its part.
+    landed = spark.read.schema(txns.schema).json(spec.records)
+    assert _rows(landed, "txn_id", "partition", "offset") == _rows(txns, "txn_id", "partition", "offset")
+    assert spark.read.parquet(spec.changelog).count() == SIZE.rate_updates
+    names = {p.name.split("-")[0] for p in Path(spec.records).iterdir() if not p.name.startswith((".", "_"))}
+    assert names == {"part1", "part2"}
+    parts = zip(landing_parts(txns, "timestamp", SIZE), landing_parts(rates, "event_time", SIZE), strict=True)
+    for run, (txn_part, rate_part) in zip(runs, parts, strict=True):
+        assert _in(run, "ingest") == txn_part.count() > 0
+        assert _in(run, "materialize") == rate_part.count() > 0
+    assert {m.batch_id for m in runs[1] if m.stage == "ingest"} == {1}
+
+    # Each transaction once in the sink and once enriched; the re-sends dropped as duplicates.
+    deduped = spark.read.format("delta").load(spec.tables.deduped)
+    enriched = spark.read.format("delta").load(spec.tables.enriched)
+    generated_ids = _rows(txns.select("txn_id").distinct(), "txn_id")
+    assert _rows(deduped, "txn_id") == _rows(enriched, "txn_id") == generated_ids
+    assert sum(m.duplicates for run in runs for m in run) == txns.count() - SIZE.transactions
+    assigned = [(m.records_in, m.details["generation"]) for run in runs for m in run if m.stage == "assign"]
+    assert assigned == [(6, 1), (5, 2)]
+    assert any(line.startswith("[replica] reads from the promoted replica") for line in lines)
+
+    _check_summary(spark, lines, runs)
     verdicts = [line for line in lines if line.startswith("[quality] ")]
-    assert verdicts[-1] == f"[quality] Data Docs: {tmp_path / 'quality' / 'docs' / 'index.html'}"
+    assert verdicts[-1] == f"[quality] Data Docs: {Path(spec.root) / 'quality' / 'docs' / 'index.html'}"
     checked = {line.split()[2] for line in verdicts[:-1]}
     assert checked >= {
-        "asof_enriched.txn_priced",
+        "asof_enriched.enriched",
         "assignment.assignment.assignment",
-        "assignment_subscriptions.assignment.subscriptions",
-        "dedup_index.txn_dedup_index",
-        "versioned_store.rates_store",
+        "dedup_index.dedup_index",
+        "versioned_store.store",
     }
     assert all(line.startswith("[quality] PASS") for line in verdicts[:-1]), verdicts
-    priced = spark.read.format("delta").load(str(tmp_path / "txn_priced"))
-    assert priced.select("txn_id").distinct().count() == priced.count() == 50
-    _check_summary(spark, lines, n_records=txns.count(), n_txns=50)
 
 
-def _check_summary(spark: SparkSession, lines: list[str], n_records: int, n_txns: int) -> None:
-    """A summary near the end: per-step counts that match the tables, locations, runnable SQL (then
-    only the quality verdicts follow)."""
+def _check_summary(spark: SparkSession, lines: list[str], runs: list[list[BatchMetrics]]) -> None:
+    """A summary after the runs: per run and stage the counts of the metrics, the tables' locations, SQL
+    that runs (then only the quality verdicts follow)."""
     summary = lines[lines.index("Summary") :]
-    dedup = next(line.split() for line in summary if line.strip().startswith("dedup "))
-    assert dedup[1:3] == [str(n_records), str(n_txns)]
-    assert f"{n_records - n_txns} duplicates dropped" in " ".join(dedup)
-    asof = next(line for line in summary if line.strip().startswith("asof "))
-    assert "lookups outside retention" in asof
-    assert any(line.strip().startswith("versioned ") for line in summary)
-    assert any(line.strip().startswith("assignment ") for line in summary)
+    for run, metrics in enumerate(runs, start=1):
+        ingest = next(line.split() for line in summary if line.split()[:2] == [str(run), "ingest"])
+        records_out = sum(m.records_out for m in metrics if m.stage == "ingest")
+        assert ingest[3:5] == [str(_in(metrics, "ingest")), str(records_out)]
+        duplicates = sum(m.duplicates for m in metrics)
+        assert f"{duplicates} duplicates dropped" in " ".join(ingest)
+        assert any(line.split()[:2] == [str(run), "enrich"] for line in summary)
     try_at = next(i for i, line in enumerate(summary) if line.startswith("Try"))
     tables = summary[summary.index("Tables") + 1 : try_at]
-    assert len(tables) >= 6
+    assert len(tables) >= 9
     for line in tables:
         assert Path(line.split(": ", 1)[1]).is_dir(), line
     queries = [line.strip() for line in summary[try_at + 1 :] if not line.startswith("[quality] ")]
-    assert len(queries) >= 2
+    assert len(queries) >= 3
     for query in queries:
         assert spark.sql(query.rstrip(";")).count() > 0, query

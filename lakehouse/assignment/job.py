@@ -1,7 +1,8 @@
 """The assignment job: read the latest subscriptions, assign, validate, write the generation, summarise.
 
-:func:`run_assignment` is what ``jobs/assign.py`` and the CLI call; :func:`demo_step` is the demo's
-assignment story. The assignor itself stays pure: reading and writing are the store's.
+:func:`run_assignment` is what ``jobs/assign.py`` and the CLI call; :func:`write_demo_subscriptions` is
+the demo's cluster (the pipeline's ``assign`` stage assigns it). The assignor itself stays pure: reading and
+writing are the store's.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from lakehouse.assignment.state import (
     task_sort_key,
 )
 from lakehouse.assignment.store import AssignmentStore, Subscription
-from lakehouse.summary import StepReport
 
 #: How many moves and warm-ups the summary lists one by one.
 SHOWN = 10
 DEMO_ZONES = 3
 DEMO_CLIENTS = 6
-DEMO_TASKS = 12
+DEMO_TASKS = tuple(f"0_{partition}" for partition in range(12))
 DEMO_CONFIG = AssignmentConfig(num_standby_replicas=1, rack_aware_assignment_tags=("zone",))
 
 
@@ -189,33 +189,22 @@ def demo_clients() -> dict[str, ClientState]:
     return {f"c{n}": ClientState(f"c{n}", tags={"zone": f"z{n % DEMO_ZONES}"}) for n in range(DEMO_CLIENTS)}
 
 
-def demo_step(
-    spark: SparkSession, root: str, at: datetime | None = None
-) -> tuple[list[str], StepReport]:
-    """Generation 1 on a fresh 6-client, 3-zone cluster (12 tasks, 1 standby); generation 2 after ``c5``
-    leaves. Returns lines saying what each generation did and what moved (written under ``root``), and
-    the step's report."""
-    store = AssignmentStore.create(spark, root, DEMO_CONFIG)
-    tasks = [f"0_{partition}" for partition in range(DEMO_TASKS)]
-    second_at = None if at is None else at + DEMO_CONFIG.probing_rebalance_interval
-    store.write_subscriptions(1, demo_clients(), tasks, at=at)
-    first = assign_generation(store, 1, at=at)
-    lines = [f"[assignment] {line}" for line in summary_lines(first)]
-    after = feed_back(first.subscription.clients, first.result.clients, leave=("c5",))
-    store.write_subscriptions(2, after, tasks, at=second_at)
-    second = assign_generation(store, 2, at=second_at)
-    lines.append("[assignment] c5 leaves")
-    lines += [f"[assignment] {line}" for line in summary_lines(second)]
-    lines.append(f"[assignment] tables: {store.subscriptions_path}, {store.assignment_path}")
-    placed = sum(len(held.roles()) for held in second.result.clients.values())
-    report = StepReport(
-        "assignment",
-        len(tasks),
-        placed,
-        {"moves after c5 left": len(second.result.moves), "warm-ups": len(second.warmups)},
-        {"subscriptions": store.subscriptions_path, "assignment": store.assignment_path},
-    )
-    return lines, report
+def write_demo_subscriptions(
+    store: AssignmentStore, generation: int, leave: Iterable[str] = (), at: datetime | None = None
+) -> dict[str, ClientState]:
+    """Subscribe the demo's cluster for ``generation`` (:data:`DEMO_TASKS`); returns the clients subscribed.
+
+    Generation 1 is the fresh cluster of :func:`demo_clients`; a later one has each client of the
+    generation before report what it held there (:func:`feed_back`, a converged cluster), ``leave`` left
+    out. A generation subscribed before is not written again.
+    """
+    if generation == 1:
+        clients = demo_clients()
+    else:
+        before = store.subscription(generation - 1)
+        clients = feed_back(before.clients, store.held(generation - 1), leave)
+    store.write_subscriptions(generation, clients, DEMO_TASKS, at=at)
+    return clients
 
 
 # ---------------------------------------------------------------------- command line

@@ -27,7 +27,9 @@ from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
 from lakehouse.pipeline.sources import read_source, read_stream
+from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import Run, run_stream
+from lakehouse.versioned.records import PutAllResult
 from lakehouse.versioned.store import VersionedStore
 
 ENRICH_APP_ID = "lakehouse.pipeline.enrich"
@@ -74,17 +76,10 @@ def materialize(run: Run) -> list[BatchMetrics]:
     source = read_source(run.spark, spec, "changelog")
     if not spec.store_key:
         raise InvalidConfigError("store_key", "materialize needs store_key and store_values")
-    schema = source.select(*spec.store_key, *spec.store_values).schema
-    store = VersionedStore.create(run.spark, tables.store, spec.store_key, schema, spec.history_retention)
+    store = changelog_store(spec, tables.store, source)
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
-        result = store.put_all(
-            batch,
-            batch_id=batch_id,
-            sequence_by=spec.changelog_sequence_by or None,
-            deletes=spec.changelog_deletes or None,
-            timestamp=spec.changelog_timestamp,
-        )
+        result = put_changelog(spec, store, batch, batch_id)
         return BatchMetrics(
             spec.name,
             "materialize",
@@ -99,6 +94,24 @@ def materialize(run: Run) -> list[BatchMetrics]:
         )
 
     return run_stream(run, "materialize", source, handle)
+
+
+def changelog_store(spec: PipelineSpec, path: str, changelog: DataFrame) -> VersionedStore:
+    """The versioned store at ``path`` of ``spec``'s ``changelog`` (created with the spec's settings, or
+    opened if it exists with them)."""
+    schema = changelog.select(*spec.store_key, *spec.store_values).schema
+    return VersionedStore.create(changelog.sparkSession, path, spec.store_key, schema, spec.history_retention)
+
+
+def put_changelog(spec: PipelineSpec, store: VersionedStore, batch: DataFrame, batch_id: int) -> PutAllResult:
+    """Put a batch of ``spec``'s changelog into ``store`` as ``materialize`` puts each micro-batch."""
+    return store.put_all(
+        batch,
+        batch_id=batch_id,
+        sequence_by=spec.changelog_sequence_by or None,
+        deletes=spec.changelog_deletes or None,
+        timestamp=spec.changelog_timestamp,
+    )
 
 
 def enrich(run: Run) -> list[BatchMetrics]:

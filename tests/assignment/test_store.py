@@ -1,7 +1,8 @@
 """AssignmentStore on real Delta tables: generations, idempotence, validation, the SQL questions, the job.
 
 One module-scoped store holds the demo's two generations (6 clients in 3 zones, 12 tasks, 1 standby;
-``c5`` leaves before generation 2); most tests only read it, so the module writes few Delta commits.
+``c5`` leaves before generation 2) and their summaries; most tests only read it, so the module writes few
+Delta commits.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from lakehouse.assignment import (
     assign,
 )
 from lakehouse.assignment.errors import InvalidAssignmentError, NoSubscriptionsError
-from lakehouse.assignment.job import DEMO_CONFIG, demo_clients, demo_step, feed_back, run_assignment
+from lakehouse.assignment.job import (
+    DEMO_CONFIG,
+    assign_generation,
+    demo_clients,
+    feed_back,
+    run_assignment,
+    summary_lines,
+    write_demo_subscriptions,
+)
 from lakehouse.assignment.queries import statement
 from lakehouse.assignment.store import APP_ID, AssignmentStore
 from lakehouse.commit_log import CommitLog
@@ -42,9 +51,11 @@ PREFIX = "assign_test"
 
 @pytest.fixture(scope="module")
 def demo(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[AssignmentStore, list[str]]:
-    root = str(tmp_path_factory.mktemp("assignment_demo"))
-    lines, _ = demo_step(spark, root, at=T0)
-    store = AssignmentStore.open(spark, root)
+    store = AssignmentStore.create(spark, str(tmp_path_factory.mktemp("assignment_demo")), DEMO_CONFIG)
+    lines: list[str] = []
+    for generation, leave, at in ((1, (), T0), (2, ("c5",), T1)):
+        write_demo_subscriptions(store, generation, leave, at=at)
+        lines += summary_lines(assign_generation(store, generation, at=at))
     store.register(PREFIX)
     return store, lines
 
@@ -241,13 +252,12 @@ def test_how_many_tasks_each_zone_holds(
 
 
 # ---------------------------------------------------------------------- the job
-def test_demo_step_says_what_moved(
+def test_summary_says_what_moved(
     demo: tuple[AssignmentStore, list[str]], results: dict[int, AssignmentResult]
 ) -> None:
     _, lines = demo
     text = "\n".join(lines)
     assert "generation 1: 6 clients, 12 stateful and 0 stateless tasks" in text
-    assert "c5 leaves" in text
     assert f"moves: {len(results[2].moves)} (" in text
     c5 = results[1].clients["c5"]
     held_by_c5 = {(t, Role.ACTIVE) for t in c5.active} | {(t, Role.STANDBY) for t in c5.standby | c5.warmup}

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.demo import DemoSize, rate_updates, transactions
+from lakehouse.demo_data import DemoSize, rate_updates, transactions
 from lakehouse.kafka_broker import Broker
 from lakehouse.kafka_demo import produce_demo
 from lakehouse.pipeline import load_pipeline, run_pipeline
