@@ -49,6 +49,17 @@ def test_grace_longer_than_history_retention_is_refused(spark: SparkSession, tmp
         )
 
 
+def test_a_negative_batch_id_is_refused_and_creates_nothing(spark: SparkSession, tmp_path) -> None:
+    store = create_store(spark, str(tmp_path / "store"), retention_ms=100)
+    pending, sink = tmp_path / "pending", tmp_path / "sink"
+    with pytest.raises(InvalidInputError, match="batch id must be >= 0, got -1"):
+        asof_join_with_grace(
+            stream(spark, [("k", 1)]), store, grace=GRACE, pending_path=str(pending), sink_path=str(sink),
+            batch_id=-1,
+        )
+    assert not pending.exists() and not sink.exists()
+
+
 CRASHES = {
     "in the sink commit": ("_append_to_sink", "before"),
     "between the two commits": ("_write_pending", "before"),
