@@ -15,12 +15,6 @@ from lakehouse.errors import InvalidInputError
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
-#: First and last instants (inclusive) a Python datetime holds: years 1 to 9999. Spark's TIMESTAMP reaches
-#: further, but a stored time outside them could not be read back as a datetime or written as a SQL literal.
-MIN_US = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
-MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // _US
-#: The longest retention, interval or width a setting may have: the span of representable times.
-MAX_SPAN = timedelta(microseconds=MAX_US - MIN_US)
 
 
 def micros(value: datetime | timedelta) -> int:
@@ -29,6 +23,14 @@ def micros(value: datetime | timedelta) -> int:
         return value // _US
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return (aware - EPOCH) // _US
+
+
+#: First and last instants (inclusive) a Python datetime holds: years 1 to 9999. Spark's TIMESTAMP reaches
+#: further, but a stored time outside them could not be read back as a datetime or written as a SQL literal.
+MIN_US = micros(datetime(1, 1, 1, tzinfo=UTC))
+MAX_US = micros(datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC))
+#: The longest retention, interval or width a setting may have: the span of representable times.
+MAX_SPAN = timedelta(microseconds=MAX_US - MIN_US)
 
 
 def require_representable(us: int | None, what: str) -> None:

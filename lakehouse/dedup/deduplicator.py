@@ -247,12 +247,12 @@ class Deduplicator:
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         sink = resolve_path(sink)
-        _require_sink_takes(self.spark, sink, df.schema)
+        sink_exists = _require_sink_takes(self.spark, sink, df.schema)
         writer = self._writer_id()
         resolved, stats = self._apply(df, batch_id)
         rows = _forwarded(resolved, df.columns)
         if stats.replayed or stats.late or stats.null_ids:
-            rows = _without_redeliveries(resolved, df.columns, sink)
+            rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
         sink_log = CommitLog(self.spark, sink, writer)
         options = sink_log.writer_options(batch_id, {}, index=self.path)
         rows.write.format("delta").mode("append").options(**options).save(sink)
@@ -497,21 +497,23 @@ def _stream_times(state: dict[str, Any]) -> dict[int, int]:
     return {int(task): int(us) for task, us in state.get(_STREAM_TIME, {}).items()}
 
 
-def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> None:
-    """Raise unless the sink is absent or a Delta table that has every column of ``schema``, same types."""
+def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> bool:
+    """True if the sink exists, False if not; raise unless it is a Delta table that has every column of
+    ``schema`` with the same type."""
     if not path_exists(spark, sink):
-        return
+        return False
     if not DeltaTable.isDeltaTable(spark, sink):
         raise InvalidInputError(f"the dedup sink {sink} exists and is not a Delta table: nothing was written")
     sink_schema = spark.read.format("delta").load(sink).schema
     require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
+    return True
 
 
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
 
 
-def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str) -> DataFrame:
+def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str | None) -> DataFrame:
     """The forwarded records less those whose ``(topic,) partition, offset`` the sink or batch holds.
 
     Plain forwarded records are kept as they are (they cannot be re-deliveries, see the module doc);
@@ -526,7 +528,7 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
     unidentified = again.where(F.col(OFFSET_COL).isNull()).select(*columns)
     identified = again.where(F.col(OFFSET_COL).isNotNull()).select(*columns)
     held = fresh.select(*ids)
-    if DeltaTable.isDeltaTable(spark, sink):
+    if sink is not None:  # None: the sink does not exist yet
         ranges = (
             identified.groupBy(PARTITION_COL)
             .agg(F.min(OFFSET_COL).alias("lo"), F.max(OFFSET_COL).alias("hi"))
