@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 BENCH = Path(__file__).parent
-FEATURES = ("versioned", "dedup", "asof", "assignment", "replica")  # issues 3, 4, 5, 6, 13
+FEATURES = ("versioned", "dedup", "asof", "assignment", "replica", "quality")  # issues 3-6, 13, 15
 HEADER = """# Benchmark results
 
 Collected by `bench/collect_results.py` from the `RESULTS_<feature>.md` file each benchmark writes

@@ -70,21 +70,11 @@ def run_demo(
             no ``assignment_root``.
     """
     _check(spec)
-    size = size or DemoSize()
-    parts = zip(
-        landing_parts(transactions(spark, size), "timestamp", size),
-        landing_parts(rate_updates(spark, size), "event_time", size),
-        strict=True,
-    )
     assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
-    runs: list[list[BatchMetrics]] = []
-    for run, (txns, rates) in enumerate(parts, start=1):
-        echo(f"[demo] run {run}: {_land(spec, run, txns, rates)}")
-        leave = (LEAVES,) if run > 1 else ()
-        clients = write_demo_subscriptions(assignments, run, leave)
-        left = "".join(f", {pid} left" for pid in leave)
-        echo(f"[demo] run {run}: assignment generation {run} subscribed: {len(clients)} clients{left}")
-        runs.append(run_pipeline(spark, spec, emit=lambda metrics: echo(metrics.describe())))
+    runs = [
+        demo_run(spark, spec, assignments, run, part, echo)
+        for run, part in enumerate(demo_parts(spark, size or DemoSize()), start=1)
+    ]
     for line in replica_demo_step(spark, spec):
         echo(line)
     for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
@@ -92,6 +82,35 @@ def run_demo(
     for line in _quality(spark, spec, assignments):
         echo(line)
     return runs
+
+
+def demo_parts(spark: SparkSession, size: DemoSize) -> list[tuple[DataFrame, DataFrame]]:
+    """The generated (transactions, rate updates) of each of the demo's runs (lazy frames)."""
+    return list(
+        zip(
+            landing_parts(transactions(spark, size), "timestamp", size),
+            landing_parts(rate_updates(spark, size), "event_time", size),
+            strict=True,
+        )
+    )
+
+
+def demo_run(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    assignments: AssignmentStore,
+    run: int,
+    part: tuple[DataFrame, DataFrame],
+    echo: Callable[[str], None] = print,
+) -> list[BatchMetrics]:
+    """The demo's ``run``-th run (from 1): land ``part``, subscribe generation ``run`` (a client leaves
+    after the first) and run every stage of the pipeline; returns its metrics."""
+    echo(f"[demo] run {run}: {_land(spec, run, *part)}")
+    leave = (LEAVES,) if run > 1 else ()
+    clients = write_demo_subscriptions(assignments, run, leave)
+    left = "".join(f", {pid} left" for pid in leave)
+    echo(f"[demo] run {run}: assignment generation {run} subscribed: {len(clients)} clients{left}")
+    return run_pipeline(spark, spec, emit=lambda metrics: echo(metrics.describe()))
 
 
 def _check(spec: PipelineSpec) -> None:

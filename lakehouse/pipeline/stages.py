@@ -230,6 +230,7 @@ def assign(run: Run) -> list[BatchMetrics]:
         records_out=len(outcome.result.moves),
         replay=not outcome.written,
         table=store.assignment_path,
+        version=current_version(run.spark, store.assignment_path),
         details={"generation": outcome.subscription.generation, "warmups": len(outcome.warmups)},
     )
     run.emit(metrics)
