@@ -1,8 +1,10 @@
 """Versioned store benchmark: put_all vs textbook SCD2 MERGE vs plain append; table-size scaling; expiry.
 
-Run: ``.venv/bin/python bench/bench_versioned.py [--keys 1000000 --versions 1,5,10 --batch 100000]``; writes
-``bench/RESULTS_versioned.md``. Every peer runs in this one process on the same generated data, after one
-warm-up round; each timed call reports its Spark job count and load average, each MERGE its Delta metrics.
+Run: ``.venv/bin/python bench/bench_versioned.py [--keys 1000000 --versions 1,5,10 --live-keys
+1000000,10000000 --batch 100000]``; writes ``bench/RESULTS_versioned.md``. Every peer runs in this one
+process on the same generated data, after one warm-up round; each timed call reports its Spark job count
+and load average, each MERGE its Delta metrics. ``--live-keys`` adds stores of one version per key with
+those key counts: the same-size batch against more live keys (issue 18).
 """
 
 from __future__ import annotations
@@ -169,58 +171,71 @@ def run(args: argparse.Namespace) -> list[str]:
         f"batch {args.batch:,} updates, {args.late:.0%} out of order. "
         f"Retention {RETENTION}, segments {INTERVAL}. One timed call per cell, after a warm-up round.",
         "",
-        "| store versions | put_all (s) | SCD2 MERGE (s) | plain append (s) | put_all / append "
+        "| live keys | store versions | put_all (s) | SCD2 MERGE (s) | plain append (s) | put_all / append "
         "| SCD2 / append | Spark jobs (ours / SCD2 / append) | load before-after (ours) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    ours: dict[int, Measured] = {}
-    scd2: dict[int, Measured] = {}
-    for versions in args.versions:
-        path = str(root / f"store{versions}")
-        store = bulk_store(spark, path, args.keys, versions)
-        scd2_table(spark, path, str(root / f"scd2_{versions}"))
-        batch = update_batch(spark, args.keys, versions, args.batch, args.late).cache()
+    cells = [(args.keys, v) for v in args.versions] + [(k, 1) for k in args.live_keys]
+    ours: dict[tuple[int, int], Measured] = {}
+    scd2: dict[tuple[int, int], Measured] = {}
+    for keys, versions in dict.fromkeys(cells):
+        name = f"{keys}x{versions}"
+        path = str(root / f"store{name}")
+        store = bulk_store(spark, path, keys, versions)
+        scd2_path = str(root / f"scd2_{name}")
+        scd2_table(spark, path, scd2_path)
+        batch = update_batch(spark, keys, versions, args.batch, args.late).cache()
         batch.count()
-        ours[versions] = measure(
-            spark, f"ours{versions}", lambda s=store, b=batch: s.put_all(b, batch_id=0), path
+        ours[keys, versions] = measure(
+            spark, f"ours{name}", lambda s=store, b=batch: s.put_all(b, batch_id=0), path
         )
-        scd2_path = str(root / f"scd2_{versions}")
-        scd2[versions] = measure(
-            spark, f"scd2{versions}", lambda p=scd2_path, b=batch: scd2_merge(spark, p, b), scd2_path
+        scd2[keys, versions] = measure(
+            spark, f"scd2{name}", lambda p=scd2_path, b=batch: scd2_merge(spark, p, b), scd2_path
         )
         floor = measure(
             spark,
-            f"append{versions}",
-            lambda v=versions, b=batch: b.write.format("delta").save(str(root / f"append_{v}")),
+            f"append{name}",
+            lambda n=name, b=batch: b.write.format("delta").save(str(root / f"append_{n}")),
         )
-        mine, peer = ours[versions], scd2[versions]
+        mine, peer = ours[keys, versions], scd2[keys, versions]
         lines.append(
-            f"| {args.keys * versions:,} | {mine.seconds:.1f} | {peer.seconds:.1f} | {floor.seconds:.2f} "
-            f"| {mine.seconds / floor.seconds:.1f}x | {peer.seconds / floor.seconds:.1f}x "
-            f"| {mine.jobs} / {peer.jobs} / {floor.jobs} | {mine.load} |"
+            f"| {keys:,} | {keys * versions:,} | {mine.seconds:.1f} | {peer.seconds:.1f} "
+            f"| {floor.seconds:.2f} | {mine.seconds / floor.seconds:.1f}x "
+            f"| {peer.seconds / floor.seconds:.1f}x | {mine.jobs} / {peer.jobs} / {floor.jobs} "
+            f"| {mine.load} |"
         )
         print(lines[-1], flush=True)
         batch.unpersist()
-        for folder in (f"store{versions}", f"scd2_{versions}", f"append_{versions}"):
+        for folder in (f"store{name}", f"scd2_{name}", f"append_{name}"):
             shutil.rmtree(root / folder, ignore_errors=True)
     small, large = min(args.versions), max(args.versions)
     lines += [
         "",
         f"Table-size scaling: {large // small}x more versions "
         f"({args.keys * small:,} -> {args.keys * large:,}) costs "
-        f"{ours[large].seconds / ours[small].seconds:.2f}x per batch (target <= 1.3x).",
+        f"{ours[args.keys, large].seconds / ours[args.keys, small].seconds:.2f}x per batch (target <= 1.3x).",
+    ]
+    if len(args.live_keys) > 1:
+        few, many = min(args.live_keys), max(args.live_keys)
+        ratio, peer_ratio = (m[many, 1].seconds / m[few, 1].seconds for m in (ours, scd2))
+        lines.append(
+            f"Live-key scaling (issue 18): the same {args.batch:,}-update batch against {many // few}x more "
+            f"live keys ({few:,} -> {many:,}, one version each) costs {ratio:.2f}x per batch "
+            f"(target <= 1.3x); the SCD2 MERGE {peer_ratio:.2f}x."
+        )
+    lines += [
         "",
         "Delta `operationMetrics` of each MERGE commit (ms, rows, files); `before MERGE` is the wall time of "
         "put_all outside Delta's MERGE command (history read, batch plan, store read, checkpoint):",
         "",
-        "| contender | store versions | before MERGE (s) | " + " | ".join(PROFILE_METRICS) + " |",
-        "|---|---|---|" + "---|" * len(PROFILE_METRICS),
+        "| contender | live keys | store versions | before MERGE (s) | " + " | ".join(PROFILE_METRICS) + " |",
+        "|---|---|---|---|" + "---|" * len(PROFILE_METRICS),
     ]
-    for name, measured in (("put_all", ours), ("SCD2 MERGE", scd2)):
-        for versions, m in measured.items():
+    for contender, measured in (("put_all", ours), ("SCD2 MERGE", scd2)):
+        for (keys, versions), m in measured.items():
             before_merge = m.seconds - int(m.metrics.get("executionTimeMs", 0)) / 1000
-            cells = " | ".join(m.metrics.get(k, "") for k in PROFILE_METRICS)
-            lines.append(f"| {name} | {args.keys * versions:,} | {before_merge:.1f} | {cells} |")
+            values = " | ".join(m.metrics.get(k, "") for k in PROFILE_METRICS)
+            lines.append(f"| {contender} | {keys:,} | {keys * versions:,} | {before_merge:.1f} | {values} |")
     lines.append("")
     lines += expiry_lines(spark, root, args)
     shutil.rmtree(root, ignore_errors=True)
@@ -265,6 +280,12 @@ def main() -> None:
         type=lambda text: [int(v) for v in text.split(",")],
         help="versions per key of each store, comma-separated; scaling compares the smallest and largest",
     )
+    parser.add_argument(
+        "--live-keys",
+        default="",
+        type=lambda text: [int(k) for k in text.split(",") if k],
+        help="live-key scaling (issue 18): key counts of stores of one version per key, comma-separated",
+    )
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--late", type=float, default=0.1)
     parser.add_argument("--partitions", type=int, default=8)
@@ -274,7 +295,7 @@ def main() -> None:
     load_at_start = load()
     lines = run(args)
     header = [
-        "## Versioned store (issue 3)",
+        "## Versioned store (issues 3 and 18)",
         "",
         f"Command: `.venv/bin/python {' '.join(sys.argv)}`; started {started}; 1-minute load average "
         f"{load_at_start} at the start, {load()} at the end.",
