@@ -10,6 +10,9 @@ get the task yet. Instead:
   in tags), and the target gets a warm-up.
 * **Idle clients**: a client that a deferral left under the floor of its active share takes actives it
   is caught up for from clients over theirs.
+* **Shedding**: a client that standbys kept on it pushed over the ceiling of its share of replicas gives
+  standbys it must restore anyway to clients with room (:func:`lakehouse.assignment.standby.shed_restoring`),
+  so that no later restore, bounded by ``max_warmup_replicas`` a round, has to undo the excess.
 
 Warm-ups are granted while ``max_warmup_replicas`` lasts, active deferrals first, tasks with the fewest
 caught-up clients first. Every deferral asks for a probing rebalance; once a warm-up has caught up, the
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from lakehouse.assignment._balance import Band
 from lakehouse.assignment._context import Context
-from lakehouse.assignment.standby import fill_under_floor, tag_rank, used_values
+from lakehouse.assignment.standby import fill_under_floor, shed_restoring, tag_rank, used_values
 from lakehouse.assignment.state import ClientState, Role, TaskMove, task_sort_key
 
 
@@ -86,11 +89,14 @@ def realize(
     standby_moves = _StandbyMoves(ctx, active, standby)
     for task in order:
         deferred += standby_moves.realize(task, warmup[task], budget)
-    while True:  # moves above change loads: room may open up, and clients may fall under the floor
+    # Moves above change loads: room may open up, clients may go over the ceiling or under the floor. Each
+    # pass lowers (restoring standbys, replicas over ceilings, replicas under floors), so the loop ends.
+    while True:
         standby_moves = _StandbyMoves(ctx, active, standby)
         moved = sum(standby_moves.realize(task, warmup[task], budget, first=False) for task in order)
         deferred += moved
-        if not fill_under_floor(ctx, active, standby) and not moved:
+        shed = shed_restoring(ctx, active, standby, warmup)
+        if not fill_under_floor(ctx, active, standby) and not moved and not shed:
             break
     return Placement(
         active=active,

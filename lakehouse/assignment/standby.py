@@ -261,6 +261,51 @@ def fill_under_floor(ctx: Context, active: Mapping[str, str], standbys: dict[str
     return moved
 
 
+def shed_restoring(
+    ctx: Context, active: Mapping[str, str], standbys: dict[str, list[str]], warmups: Mapping[str, list[str]]
+) -> bool:
+    """In place, after availability kept standbys on caught-up clients: a client over the ceiling of its
+    share of replicas gives a standby it must restore itself to the least-loaded client under the ceiling
+    that has the same tag values, holds nothing of the task and is no further behind. The standby restores
+    there instead: no more restoration, the same tag diversity, and no later restore to undo the excess.
+
+    Returns:
+        Whether a standby moved.
+    """
+    per_task = max((len(pids) for pids in standbys.values()), default=0)
+    ceiling = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity).hi
+    load = Counter(active.values())
+    restoring: dict[str, list[str]] = {pid: [] for pid in ctx.pids}
+    for task in ctx.stateful:
+        for pid in standbys[task]:
+            load[pid] += 1
+            if not ctx.is_caught_up(task, pid):
+                restoring[pid].append(task)
+    groups: dict[TagValues, list[str]] = {}
+    for pid in ctx.pids:
+        if load[pid] < ceiling[pid]:
+            groups.setdefault(ctx.tags[pid], []).append(pid)
+    moved = False
+    for source in ctx.pids:
+        group = groups.get(ctx.tags[source], [])
+        for task in restoring[source]:
+            if load[source] <= ceiling[source] or not group:
+                break
+            holders = {active[task], *standbys[task], *warmups.get(task, ())}
+            lag = ctx.lag(task, source)
+            room = [p for p in group if p not in holders and ctx.lag(task, p) <= lag]
+            if not room:
+                continue
+            target = min(room, key=lambda p: (load[p] / ctx.capacity[p], p))
+            standbys[task][standbys[task].index(source)] = target
+            load[source] -= 1
+            load[target] += 1
+            if load[target] >= ceiling[target]:
+                group.remove(target)
+            moved = True
+    return moved
+
+
 class _Balancer:
     """Replica counts per client against their shares, and the clients with room, least loaded first."""
 
