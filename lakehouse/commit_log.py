@@ -15,9 +15,10 @@ What survives Delta's checkpoints and log cleanup, and why:
   VACUUM) alike record the full current state, and an empty batch still commits. Delta's log cleanup only
   removes commit files older than the newest checkpoint at or before the retention cutoff, so the newest
   commit's file always survives; the state is read from the newest commits that carry it.
-- **Per-batch details** (which version a batch produced, what a replayed batch reported, a grace cutoff)
-  are read from the retained history; a batch older than ``delta.logRetentionDuration`` is gone from it
-  (as is time travel to it), and a replay of such a batch is refused with a clear error.
+- **Per-batch details** (which version a batch produced, what a replayed batch reported, the batch's input
+  fingerprint, a grace cutoff) are read from the retained history; a batch older than
+  ``delta.logRetentionDuration`` is gone from it (as is time travel to it), and a replay of such a batch is
+  refused with a clear error.
 
 Every setting that makes a commit idempotent lives in a cloned session (its own SQL conf, the same
 SparkContext and caches), so other threads' writes never pick them up.
@@ -26,7 +27,8 @@ SparkContext and caches), so other threads' writes never pick them up.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,12 +43,20 @@ from delta.exceptions import (
     MetadataChangedException,
 )
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError
+from lakehouse.errors import (
+    ConcurrentWriteError,
+    InvalidInputError,
+    LakehouseInternalError,
+    ReplayMismatchWarning,
+)
 
 METADATA_KEY = "lakehouse"
+#: Commit metadata field: the batch's :func:`input_fingerprint`, compared when the batch id is replayed.
+INPUT_FINGERPRINT = "input_fingerprint"
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -60,6 +70,25 @@ _CONFLICTS = (
     DeltaConcurrentModificationException,
     MetadataChangedException,
 )
+
+
+def hashable_columns(schema: T.StructType) -> list[Column]:
+    """The columns of ``schema`` as :func:`input_fingerprint` can hash them: a column holding a MAP (Spark
+    cannot hash one) as its JSON text."""
+    return [
+        F.to_json(F.col(f.name)) if "map<" in f.dataType.simpleString() else F.col(f.name)
+        for f in schema.fields
+    ]
+
+
+def input_fingerprint(columns: Sequence[str | Column]) -> Column:
+    """Aggregate: an order-independent fingerprint of a batch's rows over ``columns``.
+
+    The sum of each row's ``xxhash64`` as a DECIMAL(38,0): exact (no overflow below 10^19 rows), the same
+    for the same rows in any order or partitioning, and different for changed rows except by hash
+    collision. NULL for an empty batch.
+    """
+    return F.sum(F.xxhash64(*columns).cast("decimal(38,0)"))
 
 
 @dataclass(frozen=True)
@@ -163,6 +192,24 @@ class CommitLog:
             return None
         row = table.history().where(F.col("version") == found[0]).select("operationMetrics").first()
         return {} if row is None else dict(row["operationMetrics"] or {})
+
+    def check_replay(self, batch_id: int, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> None:
+        """Warn (:class:`ReplayMismatchWarning`) when a replayed batch's input differs from the committed one.
+
+        ``committed`` is the metadata of the batch's commit, ``replayed`` the replayed input's
+        ``records`` and :data:`INPUT_FINGERPRINT`; a commit that recorded no fingerprint is not checked.
+        """
+        recorded = committed.get(INPUT_FINGERPRINT)
+        if recorded is None or str(replayed[INPUT_FINGERPRINT]) == str(recorded):
+            return
+        warnings.warn(
+            f"batch {batch_id} of {self.app_id} on {self.path} was committed with "
+            f"{committed.get('records', '?')} record(s) and is replayed with {replayed['records']} "
+            f"whose content differs (input fingerprint {replayed[INPUT_FINGERPRINT]} vs {recorded}): "
+            "the committed result stands, nothing was written",
+            ReplayMismatchWarning,
+            stacklevel=3,
+        )
 
     def check_new(self, batch_id: int, last: int | None, noun: str = "batch id") -> bool:
         """True if ``batch_id`` is new, False if it is a replay of a committed batch.

@@ -89,6 +89,15 @@ class ConcurrentWriteError(LakehouseError, RuntimeError):
         )
 
 
+class ReplayMismatchWarning(UserWarning):
+    """A committed batch id was replayed with input that differs from what its commit recorded.
+
+    The committed result stands and nothing is written (a replay is a no-op); the input changed between
+    the runs (a source rewritten, the wrong batch id). ``warnings.simplefilter("error",
+    ReplayMismatchWarning)`` makes it an error.
+    """
+
+
 class JarResolutionError(LakehouseError, RuntimeError):
     """The Delta Lake jars could not be resolved from Maven Central."""
 

@@ -58,13 +58,13 @@ from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties, path_exists
-from lakehouse.commit_log import CommitLog
+from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, hashable_columns, input_fingerprint
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
 from lakehouse.dedup.records import DedupStats, PurgeResult
@@ -283,7 +283,7 @@ class Deduplicator:
     # ------------------------------------------------------------------ internals
     def _apply(self, df: DataFrame, batch_id: int | None) -> tuple[DataFrame, DedupStats]:
         self._check_input(df)
-        new, version, stream_times = self._read_point(batch_id)
+        new, version, stream_times, committed = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
         live = self._live_entries(version, stream_times, df.schema)
         annotated = _resolve.annotate(prepared, live, self.settings)
@@ -292,9 +292,11 @@ class Deduplicator:
         # (summary, index MERGE, quarantine, the forwarded records) decides from this cache.
         self._cached = annotated.persist(StorageLevel.MEMORY_AND_DISK)
         resolved = _resolve.decide(self._cached, self.settings, df.columns)
-        summary = _summarize(resolved)
+        summary = _summarize(resolved, hashable_columns(df.schema))
         _check_summary(summary)
         stats = _stats(batch_id, not new, summary)
+        if not new:
+            self._log.check_replay(batch_id, committed, _input_record(stats, summary))
         if new:
             self._check_writable()
             self._commit(resolved, batch_id, version, stream_times, summary, stats)
@@ -330,8 +332,9 @@ class Deduplicator:
             self._id_schema = stored
         return stored
 
-    def _read_point(self, batch_id: int | None) -> tuple[bool, int, dict[int, int]]:
-        """Whether ``batch_id`` is new, the index version to read and the tasks' stream times (us) there.
+    def _read_point(self, batch_id: int | None) -> tuple[bool, int, dict[int, int], dict[str, Any]]:
+        """Whether ``batch_id`` is new, the index version to read, the tasks' stream times (us) there and
+        the metadata of the batch's commit ({} for a new batch).
 
         A new batch (or no batch id) reads the latest version; a committed one the version before its
         commit. One snapshot gives the version and the last batch id; the stream times are those the
@@ -344,7 +347,7 @@ class Deduplicator:
         """
         recorded = self._log.read()
         if batch_id is None or self._log.check_new(batch_id, recorded.last_batch_id):
-            return True, recorded.version, _stream_times(recorded.state)
+            return True, recorded.version, _stream_times(recorded.state), {}
         found = self._log.batch_commit(batch_id)
         if found is None:
             raise InvalidInputError(
@@ -352,7 +355,7 @@ class Deduplicator:
                 "retention: its forwarded records cannot be recomputed"
             )
         version = found[0] - 1
-        return False, version, _stream_times(self._log.state_at(version))
+        return False, version, _stream_times(self._log.state_at(version)), found[1]
 
     def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
         index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
@@ -389,7 +392,10 @@ class Deduplicator:
             if row["max_us"] is not None:
                 new_times[row[TASK]] = max(new_times.get(row[TASK], row["max_us"]), row["max_us"])
         state = {_STREAM_TIME: {str(k): v for k, v in sorted(new_times.items())}}
-        extra = {"stats": {k: v for k, v in vars(stats).items() if k not in ("batch_id", "replay")}}
+        extra = {
+            "stats": {k: v for k, v in vars(stats).items() if k not in ("batch_id", "replay")},
+            **_input_record(stats, summary),
+        }
         step = f"dedup batch {batch_id}"
         self._log.require_unchanged(read_version, step)
         if self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by]):
@@ -557,8 +563,9 @@ def _count(decision: int) -> Any:
     return F.sum((F.col(DECISION_COL) == F.lit(decision)).cast("long"))
 
 
-def _summarize(resolved: DataFrame) -> list[Row]:
-    """Per task: counts by decision, largest timestamp, range of saved timestamps, NULL-input counts."""
+def _summarize(resolved: DataFrame, input_columns: list[Column]) -> list[Row]:
+    """Per task: counts by decision, largest timestamp, range of saved timestamps, NULL-input counts and the
+    fingerprint of the input's ``input_columns``."""
     ts_us = F.unix_micros(TIMESTAMP_COL)
     saved_us = F.when(F.col(SAVED_COL), ts_us)
     return (
@@ -575,6 +582,7 @@ def _summarize(resolved: DataFrame) -> list[Row]:
             F.max(saved_us).alias("max_saved_us"),
             F.sum(F.col(TIMESTAMP_COL).isNull().cast("long")).alias("null_timestamps"),
             F.sum(F.col(PARTITION_COL).isNull().cast("long")).alias("null_partitions"),
+            input_fingerprint(input_columns).alias(INPUT_FINGERPRINT),
         )
         .collect()
     )
@@ -591,6 +599,12 @@ def _check_summary(summary: list[Row]) -> None:
     for row in summary:
         for column in ("max_us", "min_saved_us"):
             require_representable(row[column], "a record's timestamp")
+
+
+def _input_record(stats: DedupStats, summary: list[Row]) -> dict[str, Any]:
+    """What a commit records of its input for a replay to compare: records and the input fingerprint."""
+    fingerprint = sum(row[INPUT_FINGERPRINT] or 0 for row in summary)
+    return {"records": stats.input, INPUT_FINGERPRINT: str(fingerprint)}
 
 
 def _stats(batch_id: int | None, replay: bool, summary: list[Row]) -> DedupStats:

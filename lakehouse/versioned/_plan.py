@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from lakehouse.commit_log import INPUT_FINGERPRINT, input_fingerprint
 from lakehouse.ordering import ORDER_COL, null_order_condition, task_time, with_processing_order
 from lakehouse.versioned.segments import SEGMENT_COL, segment_column
 
@@ -67,11 +68,13 @@ def mark_dropped(prepared: DataFrame, stream_time_us: int | None, retention_us: 
     return prepared.withColumn(_DROPPED, F.col(_T_US) < task_stream_time - F.lit(retention_us))
 
 
-def batch_stats(marked: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """One-row summary of a marked batch: counts, null violations and the accepted time range."""
+def batch_stats(marked: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """One-row summary of a marked batch: counts, null violations, the accepted time range and the input's
+    fingerprint (:func:`input_summary`)."""
     accepted_t = F.when(~F.col(_DROPPED), F.col(_T_US))
     return marked.agg(
         F.count(F.lit(1)).alias("records"),
+        _fingerprint(keys, values),
         F.count(F.when(F.col(_DROPPED), 1)).alias("dropped"),
         F.count(F.when(_any_null(keys), 1)).alias("null_keys"),
         F.count(F.when(F.col(_T_US).isNull(), 1)).alias("null_timestamps"),
@@ -79,6 +82,17 @@ def batch_stats(marked: DataFrame, keys: Sequence[str]) -> DataFrame:
         F.min(accepted_t).alias("min_accepted_us"),
         F.max(F.col(_T_US)).alias("max_us"),
     )
+
+
+def input_summary(prepared: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """One-row summary of a prepared batch that a replay compares with its commit: ``records`` and the
+    :data:`~lakehouse.commit_log.INPUT_FINGERPRINT` of its keys, values, tombstones, times and order."""
+    return prepared.agg(F.count(F.lit(1)).alias("records"), _fingerprint(keys, values))
+
+
+def _fingerprint(keys: Sequence[str], values: Sequence[str]) -> Column:
+    columns = [*keys, *values, TOMBSTONE, _T_US, ORDER_COL]
+    return input_fingerprint(columns).alias(INPUT_FINGERPRINT)
 
 
 def _any_null(columns: Sequence[str]) -> Column:

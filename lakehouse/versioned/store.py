@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
-from lakehouse.commit_log import CommitLog, Recorded
+from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import require_order_columns
 from lakehouse.paths import resolve_path
@@ -245,9 +245,12 @@ class VersionedStore:
         self._check_writable()
         self._check_frame(df, timestamp, sequence_by)
         recorded = self._log.read()
-        if batch_id is not None and not self._log.check_new(batch_id, recorded.last_batch_id):
-            return self._replayed(batch_id, recorded)
         tombstone = self._tombstone_condition(df, deletes)
+        if batch_id is not None and not self._log.check_new(batch_id, recorded.last_batch_id):
+            prepared = _plan.prepare_batch(
+                df, self.settings.keys, self.settings.values, timestamp, tombstone, sequence_by
+            )
+            return self._replayed(batch_id, recorded, prepared)
         return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
 
     def _write(
@@ -274,7 +277,9 @@ class VersionedStore:
         if known_stats is None:
             marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            stats = known_stats if known_stats is not None else _plan.batch_stats(marked, keys).first()
+            stats = known_stats
+            if stats is None:
+                stats = _plan.batch_stats(marked, keys, values).first()
             if stats is None:
                 raise LakehouseInternalError("an aggregate returned no row")
             _reject_nulls(stats)
@@ -283,6 +288,8 @@ class VersionedStore:
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
             state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
             counts = {"records": stats["records"], "dropped": stats["dropped"]}
+            if batch_id is not None:  # what a replay of the batch id is compared with
+                counts[INPUT_FINGERPRINT] = str(stats[INPUT_FINGERPRINT])
             written, source = 0, None
             if stats["min_accepted_us"] is not None:
                 written, source = self._merge(marked, stats, batch_id, recorded.version, state, counts)
@@ -367,10 +374,18 @@ class VersionedStore:
             )
         return (0 if merged is None else int(merged["num_affected_rows"])), source
 
-    def _replayed(self, batch_id: int, recorded: Recorded) -> PutAllResult:
-        """The result of a committed batch, from its commit (counts 0 once it left the retained log)."""
+    def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:
+        """The result of a committed batch, from its commit (counts 0 once it left the retained log).
+
+        The replayed input (``prepared``) is compared with the commit's fingerprint when it has one (one
+        aggregate job): a difference is reported with a ``ReplayMismatchWarning``; nothing is written.
+        """
         found = self._log.batch_commit(batch_id)
         meta = found[1] if found else {}
+        if INPUT_FINGERPRINT in meta:
+            replayed = _plan.input_summary(prepared, self.settings.keys, self.settings.values).first()
+            assert replayed is not None  # a global aggregate has one row
+            self._log.check_replay(batch_id, meta, replayed.asDict())
         stream_time = meta.get(_STREAM_TIME) if found else _stream_time_of(recorded)
         return PutAllResult(
             batch_id,

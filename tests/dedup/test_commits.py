@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse.dedup import Deduplicator
-from lakehouse.errors import ConcurrentWriteError, InvalidInputError
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError, ReplayMismatchWarning
 from tests.dedup.helpers import frame, labels
 from tests.reference.dedup import Rec
 
@@ -75,3 +77,25 @@ def test_empty_and_all_duplicate_batches_record_their_batch_id(spark: SparkSessi
     assert labels(dedup.apply(frame(spark, [], ("id",)), 3)) == []
     assert labels(dedup.apply(duplicate, 5)) == []
     assert dedup.stats is not None and dedup.stats.replay and dedup.stats.duplicates == 1
+
+
+def test_a_replayed_batch_id_with_other_input_is_reported_and_writes_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """17: the same batch id again with the same records is silent; with other records it warns."""
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    dedup = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    records = _recs(("a", 1), ("b", 2), ("a", 3))
+    dedup.run(frame(spark, records, ("id",)), 0, sink=sink)
+    versions = [_version(spark, path) for path in (index, sink)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReplayMismatchWarning)
+        assert dedup.run(frame(spark, records, ("id",)), 0, sink=sink).replay
+    with pytest.warns(ReplayMismatchWarning, match=r"committed with 3 record\(s\) and is replayed with 2"):
+        stats = dedup.run(frame(spark, _recs(("c", 1), ("d", 2)), ("id",)), 0, sink=sink)
+    assert stats.replay and [_version(spark, path) for path in (index, sink)] == versions
+    assert _values(spark, sink) == Counter(["a@1", "b@2"])
+
+
+def _version(spark: SparkSession, path: str) -> int:
+    return DeltaTable.forPath(spark, path).history(1).first()["version"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse.errors import ConcurrentWriteError, InvalidInputError
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError, ReplayMismatchWarning
 from lakehouse.versioned import PutStatus, VersionedStore
 from tests.durability import age_log, deleted_since, enable_fast_cleanup
 from tests.versioned.helpers import at, batch_frame, create_store, ms_of, store_history
@@ -96,3 +97,22 @@ def test_empty_and_all_dropped_batches_record_their_batch_id(spark: SparkSession
     assert all(r.replayed for r in replays)
     assert [(r.records, r.dropped, r.rows_written) for r in replays] == [(0, 0, 0), (1, 1, 0)]
     assert store_history(store) == [("K1", 50_000, None, "a")]
+
+
+def test_a_replayed_batch_id_with_other_input_is_reported_and_writes_nothing(
+    spark: SparkSession, table_path: str
+) -> None:
+    """17: the same batch id again with the same records is silent; with changed records it warns."""
+    store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    store.put_all(batch_frame(spark, FIRST), batch_id=0)
+    version = store.state_version()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReplayMismatchWarning)
+        assert store.put_all(batch_frame(spark, list(reversed(FIRST))), batch_id=0).replayed
+    changed = [FIRST[0], ("K2", "other", 5_000, 0, 1)]
+    with pytest.warns(
+        ReplayMismatchWarning, match=r"batch 0 .* committed with 2 record\(s\) and is replayed with 2"
+    ):
+        result = store.put_all(batch_frame(spark, changed), batch_id=0)
+    assert result.replayed and store.state_version()[0] == version
+    assert store.get("K2").value == {"v": "b"}
