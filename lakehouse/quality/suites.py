@@ -16,6 +16,7 @@ from lakehouse.quality import assignment, dedup, enriched, versioned
 from lakehouse.quality.rules import TableCheck
 from lakehouse.versioned.settings import StoreSettings
 from lakehouse.versioned.store import APP_ID as VERSIONED_APP_ID
+from lakehouse.versioned.store import VersionedStore
 
 KIND_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}kind"
 SUBSCRIPTIONS_TABLE = "subscriptions"
@@ -55,10 +56,11 @@ def _versioned(
 ) -> TableCheck:
     settings = StoreSettings.from_properties(path, properties)
     bound = _int_or_none(delta_ops.last_drop_bound(spark, path, VERSIONED_APP_ID, version))
+    horizon_us = VersionedStore(spark, path, settings, table.schema).horizon_us_at(version)
     return TableCheck(
         versioned.KIND,
         versioned.versioned_rules(bound),
-        versioned.versioned_violations(table, settings, bound),
+        versioned.versioned_violations(table, settings, bound, horizon_us),
     )
 
 

@@ -6,7 +6,9 @@ One window over the store (per key, by ``valid_from``) flags every row that brea
 - ``valid_from_before_valid_to``: ``valid_from < valid_to`` wherever ``valid_to`` is set.
 - ``no_overlap``: a version ends at or before the next version of its key starts (an open version
   followed by another one overlaps it).
-- ``versions_touch``: consecutive versions touch (``valid_to`` = the next ``valid_from``; no gap).
+- ``versions_touch``: consecutive versions touch (``valid_to`` = the next ``valid_from``) wherever a read
+  can see it: a gap that ends at or before ``stream_time - R`` is allowed (a batch does not write the
+  versions already expired when it commits, and no read looks before that bound).
 - ``one_open_version``: exactly one version per key has ``valid_to`` NULL (flagged once per key).
 - ``segment_of_valid_to``: ``segment = floor(valid_to / segment_interval)`` (NULL for open versions).
 - ``expired_segments_dropped``: nothing is left in a segment below the bound of the last ``expire()``
@@ -28,7 +30,10 @@ KIND = "versioned_store"
 UNIQUE = Rule("unique_key_valid_from", "(key, valid_from) is unique")
 BOUNDS = Rule("valid_from_before_valid_to", "valid_from is before valid_to wherever valid_to is set")
 NO_OVERLAP = Rule("no_overlap", "no two versions of a key overlap")
-TOUCH = Rule("versions_touch", "consecutive versions of a key touch: valid_to = the next valid_from")
+TOUCH = Rule(
+    "versions_touch",
+    "consecutive versions of a key touch (valid_to = the next valid_from) after stream_time - retention",
+)
 ONE_OPEN = Rule("one_open_version", "exactly one open version (valid_to IS NULL) per key")
 SEGMENT = Rule("segment_of_valid_to", "segment = floor(valid_to / segment_interval), NULL when open")
 
@@ -43,8 +48,14 @@ def expiry_rule(bound: int | None) -> Rule:
     return Rule("expired_segments_dropped", f"no version left in an expired segment ({what})")
 
 
-def versioned_violations(table: DataFrame, settings: StoreSettings, expired_below: int | None) -> DataFrame:
-    """The rows of a versioned store's ``table`` that break a rule, as violation rows (one window pass)."""
+def versioned_violations(
+    table: DataFrame, settings: StoreSettings, expired_below: int | None, horizon_us: int | None
+) -> DataFrame:
+    """The rows of a versioned store's ``table`` that break a rule, as violation rows (one window pass).
+
+    ``horizon_us`` is the store's ``stream_time - R`` (None before the first put): a gap between versions
+    that ends at or before it is not a violation.
+    """
     keys = list(settings.keys)
     by_time = Window.partitionBy(*keys).orderBy(F.col(VALID_FROM).asc())
     whole_key = by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
@@ -53,6 +64,7 @@ def versioned_violations(table: DataFrame, settings: StoreSettings, expired_belo
     next_from = F.lead(VALID_FROM, 1).over(by_time)
     open_versions = F.sum(valid_to.isNull().cast("int")).over(whole_key)
     expired = segment < F.lit(expired_below) if expired_below is not None else F.lit(False)
+    readable_gap = F.unix_micros(next_from) > F.lit(horizon_us) if horizon_us is not None else F.lit(True)
     flagged = table.select(
         *keys,
         VALID_FROM,
@@ -61,7 +73,7 @@ def versioned_violations(table: DataFrame, settings: StoreSettings, expired_belo
         (previous_from == F.col(VALID_FROM)).alias(UNIQUE.name),
         (valid_to <= F.col(VALID_FROM)).alias(BOUNDS.name),
         (next_from.isNotNull() & (valid_to.isNull() | (valid_to > next_from))).alias(NO_OVERLAP.name),
-        (valid_to < next_from).alias(TOUCH.name),
+        ((valid_to < next_from) & readable_gap).alias(TOUCH.name),
         (next_from.isNull() & (open_versions != 1)).alias(ONE_OPEN.name),
         (~segment.eqNullSafe(segment_column(valid_to, settings.interval_us))).alias(SEGMENT.name),
         expired.alias(expiry_rule(None).name),

@@ -10,6 +10,9 @@ Semantics (the contract; bounds matter):
   retention, which is also the grace period) is not put; ``t == ST - R`` is accepted.
 - A read at ``as_of < ST - R`` is *expired*: only the latest version may answer, when it is not a
   tombstone and ``valid_from <= as_of``; a read at exactly ``ST - R`` is not expired.
+- A version already expired when its batch commits (``valid_to <= ST - R``, with the batch's ``ST``) can
+  answer no read, so it is not written (a stored one the batch would change is deleted): the stored
+  history of a key may start later, or have a gap, before ``ST - R`` only.
 - Every write (put, delete, put_all batch) is one atomic Delta commit; a batch given a ``batch_id`` that
   the table has already recorded is a no-op (replay), and a batch id is recorded even when every record
   of the batch is dropped (or there is none). The last batch id is Delta's ``SetTransaction`` and ``ST``
@@ -152,7 +155,11 @@ class VersionedStore:
 
     # ------------------------------------------------------------------ state
     def table(self) -> DataFrame:
-        """The store's table as it is now: every stored version, tombstones included."""
+        """The store's table as it is now: every stored version, tombstones included.
+
+        Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: some are not stored
+        (expired when their batch committed), the rest stay until :meth:`expire`.
+        """
         return self.spark.read.format("delta").load(self.path)
 
     @property
@@ -168,6 +175,12 @@ class VersionedStore:
         """The store's current Delta version and its stream time (microseconds) as of that version."""
         recorded = self._log.read()
         return recorded.version, _stream_time_of(recorded)
+
+    def horizon_us_at(self, version: int) -> int | None:
+        """``stream_time - R`` in microseconds as of the table's ``version`` (None before the first put):
+        reads before it are expired, and no version with ``valid_to`` at or before it can answer a read."""
+        found = self._log.state_at(version).get(_STREAM_TIME)
+        return None if found is None else int(found) - self.settings.retention_us
 
     def _is_expired(self, as_of_us: int, stream_time_us: int | None) -> bool:
         return stream_time_us is not None and as_of_us < stream_time_us - self.settings.retention_us
@@ -225,6 +238,10 @@ class VersionedStore:
         timestamp: str = "timestamp",
     ) -> PutAllResult:
         """Apply a batch of puts as if one by one in processing order, in one Delta commit.
+
+        Every read after the batch is what one-by-one puts give; versions expired at the batch's commit
+        (``valid_to <= stream_time - R``) are not written, so a batch spanning many segments writes only
+        the live ones and the latest.
 
         Processing order: within a source partition by ``offset``; across partitions the partition whose
         time is smallest goes first, ties to the lower partition (Kafka Streams' task order). A frame
@@ -320,8 +337,18 @@ class VersionedStore:
         state: Mapping[str, Any],
         counts: Mapping[str, int],
     ) -> tuple[int, DataFrame]:
-        """Write the batch's resolved versions with one MERGE; returns the rows it inserted or updated and
-        the (checkpointed) MERGE source: every written version's bounds, incoming ones flagged.
+        """Write the batch's resolved versions with one MERGE; returns the rows it inserted, updated or
+        deleted and the (checkpointed) MERGE source: every written version's bounds, incoming ones flagged.
+
+        A resolved version already expired when the batch commits (``valid_to <= stream_time - R``, the
+        batch's own stream time) is not written: no read can return it (a read at ``as_of < stream_time -
+        R`` is expired and answered by the latest version only, and a version valid before ``valid_to``
+        cannot answer a read at or after it), and :meth:`expire` would drop it. One that is stored (a
+        replaced version, or one whose ``valid_to`` the batch moves) is deleted instead, so no stale bounds
+        remain. A key's stored chain may then have a gap, always before ``stream_time - R`` where no read
+        looks. The batch therefore writes only into the segments from ``floor((stream_time - R) /
+        interval)`` on and the latest segment (about ``R / interval + 2`` partitions), however long the
+        time span of the batch.
 
         Only the latest versions and the segments that can hold a ``valid_to`` after the batch's oldest
         accepted record are read (literal partition bounds, also in the MERGE condition so Delta prunes the
@@ -349,6 +376,8 @@ class VersionedStore:
         resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
         source = resolved.localCheckpoint(eager=True)
         min_segment = segment_of(min_t_us, self.settings.interval_us)
+        horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
+        expired = f"s.{VALID_TO} IS NOT NULL AND unix_micros(s.{VALID_TO}) <= {horizon_us}"
         condition = " AND ".join(
             [
                 *(f"t.`{k}` = s.`{k}`" for k in keys),
@@ -366,9 +395,10 @@ class VersionedStore:
                 DeltaTable.forPath(session, self.path)
                 .alias("t")
                 .merge(source.alias("s"), condition)
+                .whenMatchedDelete(condition=expired)
                 .whenMatchedUpdate(condition=f"s.{_plan.INCOMING_FLAG}", set=every_column)
                 .whenMatchedUpdate(set=bounds_only)
-                .whenNotMatchedInsert(values=every_column)
+                .whenNotMatchedInsert(condition=f"NOT ({expired})", values=every_column)
                 .execute()
                 .first()
             )
@@ -439,7 +469,8 @@ class VersionedStore:
     def history(self, key: Any = None) -> DataFrame:
         """Stored versions (of ``key``, or all), tombstones included, ordered by key and ``valid_from``.
 
-        Versions whose ``valid_to`` is older than ``stream_time - R`` may be removed by any :meth:`expire`.
+        Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: those expired when
+        their batch committed are not stored, and :meth:`expire` may remove the others.
         """
         rows = self.table() if key is None else self.table().where(self._key_condition(key))
         return rows.orderBy(*self.settings.keys, VALID_FROM)

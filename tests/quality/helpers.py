@@ -29,6 +29,8 @@ RATE_UPDATES = [
     ("GBP", None, 2500),
     ("EUR", 1.3, 3200),
 ]
+#: The updates up to T0 + 2.2 s are the first put_all batch, the rest the second.
+FIRST_BATCH_UPDATES = 4
 RETENTION = timedelta(seconds=1)
 SEGMENT = timedelta(seconds=1)
 ASSIGNMENT_CONFIG = AssignmentConfig(num_standby_replicas=1, rack_aware_assignment_tags=("zone",))
@@ -57,7 +59,10 @@ def build_warehouse(spark: SparkSession, root: Path) -> dict[str, str]:
         [(c, r, at(ms), 0, i) for i, (c, r, ms) in enumerate(RATE_UPDATES)],
         "currency string, rate double, timestamp timestamp, partition int, offset long",
     )
-    rates.put_all(updates, batch_id=0)
+    # Two batches: EUR's [0, 1500) and [1500, 2200) are live when the first commits (one batch would not
+    # write them at all: they are expired at its stream time), and expire() then drops [0, 1500).
+    rates.put_all(updates.where(F.col("offset") < FIRST_BATCH_UPDATES), batch_id=0)
+    rates.put_all(updates.where(F.col("offset") >= FIRST_BATCH_UPDATES), batch_id=1)
     rates.expire()
     transactions = spark.createDataFrame(
         [(txn, cur, at(ms), 0, i) for i, (txn, cur, ms) in enumerate(TRANSACTIONS)],

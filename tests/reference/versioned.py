@@ -83,3 +83,15 @@ class VersionedStoreModel:
             for i, ts in enumerate(stamps):
                 rows.append((key, ts, stamps[i + 1] if i + 1 < len(stamps) else None, timeline[ts]))
         return sorted(rows, key=lambda r: (repr(r[0]), r[1]))
+
+    def readable_history(self) -> list[tuple[Any, int, int | None, Any]]:
+        """The versions of :meth:`history` a read can still return: the latest of each key and every one
+        with ``valid_to > stream_time - history_retention``. A version with ``valid_to`` at or below that
+        bound answers no read: a read before the bound is expired (the latest version answers it) and one
+        at or after it is past the version's ``valid_to`` (exclusive). A store may leave such versions out.
+        """
+        rows = self.history()
+        if self.stream_time is None:
+            return rows
+        horizon = self.stream_time - self.history_retention
+        return [row for row in rows if row[2] is None or row[2] > horizon]

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.versioned import VersionedStore
+from tests.reference.versioned import VersionedStoreModel
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SCHEMA = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.StringType())])
@@ -49,10 +50,8 @@ def store_history(store: VersionedStore) -> list[tuple[Any, int, int | None, Any
     return sorted((r["k"], r["from_ms"], r["to_ms"], r["v"]) for r in rows.collect())
 
 
-def live_rows(
-    rows: list[tuple[Any, int, int | None, Any]], stream_time: int | None, retention: int
-) -> set[tuple]:
-    """The versions a non-expired read can still return: valid_to NULL or >= stream_time - retention."""
-    if stream_time is None:
-        return set(rows)
-    return {r for r in rows if r[2] is None or r[2] >= stream_time - retention}
+def assert_matches_model(store: VersionedStore, model: VersionedStoreModel) -> None:
+    """The store holds what the model holds where a read can see it (:meth:`readable_history`), and
+    nothing else than the model's versions (a version expired when its batch committed may be missing)."""
+    stored = set(store_history(store))
+    assert set(model.readable_history()) <= stored <= set(model.history())

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from tests.reference.ordering import Record, processing_order
 from tests.reference.versioned import VersionedStoreModel
-from tests.versioned.helpers import at, batch_frame, create_store, ms_of, store_history
+from tests.versioned.helpers import assert_matches_model, at, batch_frame, create_store, ms_of
 
 KEYS = ("a", "b", "c")
 VALUES = (None, "x", "y", "z")
@@ -86,7 +86,7 @@ def test_put_all_matches_model_for_random_sequences(
     for batch in _split(_with_offsets(case["records"]), case["cuts"]):
         _apply_to_model(model, batch)
         store.put_all(batch_frame(spark, batch))
-    assert store_history(store) == model.history()
+    assert_matches_model(store, model)
     assert ms_of(store.stream_time) == model.stream_time
     for key, as_of in case["probes"]:
         expected = model.get(key, as_of)

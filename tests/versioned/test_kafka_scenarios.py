@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.versioned import PutStatus
 from tests.reference.versioned import HISTORY, LATEST, NOT_PUT, VersionedStoreModel
-from tests.versioned.helpers import at, batch_frame, create_store, ms_of, store_history
+from tests.versioned.helpers import assert_matches_model, at, batch_frame, create_store, ms_of
 from tests.versioned.kafka_scenarios import SCENARIOS, Delete, Get, Put, Scenario
 
 _IDS = [s.name for s in SCENARIOS]
@@ -70,7 +70,7 @@ def test_scenario_through_put_all_batches(spark: SparkSession, tmp_path, scenari
             result = store.put_all(batch_frame(spark, records), batch_id=offset0)
             assert result.dropped == sum(o.status == NOT_PUT for o in outcomes)
             assert ms_of(result.stream_time) == model.stream_time
-            assert store_history(store) == model.history()
+            assert_matches_model(store, model)
         for op in reads:
             assert _got(store, op) == op.expect, op
 
