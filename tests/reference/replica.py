@@ -207,7 +207,8 @@ class VersionedSource:
 
     - ``put_all`` of a new batch: one commit, even when no record is accepted. It writes every accepted
       ``(key, valid_from)`` (a rewrite of an unchanged version included) and every stored version whose
-      ``valid_to`` changes; it removes nothing.
+      ``valid_to`` changes, except the versions already expired at its commit (``valid_to <= stream_time
+      - retention``): those are not written, and removed when stored.
     - a replayed batch id: no commit.
     - ``expire``: a partition drop of every segment below ``(stream_time - retention) // interval``; no
       commit when no row is in such a segment.
@@ -233,12 +234,19 @@ class VersionedSource:
 
     def put_all(self, records: Sequence[tuple[Hashable, Any, int]]) -> int:
         """Put ``(key, value or None for a tombstone, time)`` records in processing order; one commit."""
+        versions_before = {version_identity(r): r for r in self.store.history()}
         accepted = set()
         for key, value, t in records:
             if self.store.put(key, value, t).status != NOT_PUT:
                 accepted.add((key, t))
-        after = self._table()
-        rewritten = {r for r in after if (r[0], r[1]) in accepted}
+        stored, readable = self.source.rows(), set(self.store.readable_history())
+        after = set()
+        for row in self._table():
+            written = version_identity(row) in accepted or versions_before.get(version_identity(row)) != row
+            keep = row in readable if written else row in stored
+            if keep:
+                after.add(row)
+        rewritten = {r for r in after if version_identity(r) in accepted}
         return self.source.commit_diff(after, version_identity, rewritten)
 
     def expire(self) -> int | None:
