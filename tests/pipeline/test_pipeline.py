@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lakehouse import VersionedStore
-from lakehouse.pipeline import BatchMetrics, run_pipeline
+from lakehouse.commit_log import CommitLog
+from lakehouse.pipeline import BatchMetrics, run_pipeline, stream
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
 
@@ -88,10 +89,54 @@ def test_maintain_job_prints_only_its_json_line(spark: SparkSession, tmp_path: P
     env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
     done = subprocess.run(
         [sys.executable, "jobs/maintain.py", "--pipeline", "tiny", "--config", str(write_config(tmp_path))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     [line] = done.stdout.splitlines()
     metrics = json.loads(line)
     assert (metrics["stage"], metrics["details"]["vacuumed_files"]) == ("maintain", 0)
     assert "Deleted 0 files and directories" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_batch_that_loses_a_commit_race_is_retried_and_the_tables_end_as_an_uninterrupted_run(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """17: another writer commits to the store and to the index while a batch is planned against them."""
+    for root in (tmp_path / "raced", tmp_path / "alone"):
+        land(root / "landing" / "rates", "r0", [rate("EUR", 1.1, 0, 0), rate("GBP", 1.3, 1, 1)])
+        land(root / "landing" / "rates", "r1", [rate("EUR", 1.2, 10, 2)])
+        land(root / "landing" / "transactions", "t0", [txn(0, "EUR", 5, 0), txn(1, "GBP", 6, 1)])
+        land(root / "landing" / "transactions", "t1", [txn(2, "EUR", 12, 2), txn(0, "EUR", 7, 3)])
+    raced, alone = spec(tmp_path / "raced"), spec(tmp_path / "alone")
+    run_pipeline(spark, alone, "all", emit=lambda m: None)
+
+    check = CommitLog.require_unchanged
+    raced_tables = {raced.tables.store, raced.tables.dedup_index}
+    raced_once: set[str] = set()
+
+    def another_writer_commits_first(log: CommitLog, read_version: int, step: str) -> None:
+        if log.path in raced_tables - raced_once and step.endswith("batch 1"):
+            raced_once.add(log.path)
+            spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('owner.note' = 'raced')")
+        check(log, read_version, step)
+
+    monkeypatch.setattr(CommitLog, "require_unchanged", another_writer_commits_first)
+    monkeypatch.setattr(stream, "CONFLICT_BACKOFF_S", 0.01)
+    metrics: list[BatchMetrics] = []
+    run_pipeline(spark, raced, "all", emit=metrics.append)
+    retried = {(m.stage, m.batch_id) for m in metrics if m.details.get("conflict_retries") == 1}
+    assert retried == {("materialize", 1), ("ingest", 1)}
+    for name, columns in (
+        ("store", ("currency", "rate", "valid_from", "valid_to", "tombstone")),
+        ("deduped", ("txn_id", "offset")),
+        ("enriched", ("txn_id", "rate_rate")),
+        ("dedup_index", ("txn_id", "task")),
+    ):
+        paths = [getattr(p.tables, name) for p in (raced, alone)]
+        assert _rows(spark, paths[0], *columns) == _rows(spark, paths[1], *columns), name
