@@ -71,10 +71,10 @@ def run_demo(
     """
     _check(spec)
     assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
-    runs = [
-        demo_run(spark, spec, assignments, run, part, echo)
-        for run, part in enumerate(demo_parts(spark, size or DemoSize()), start=1)
-    ]
+    runs = []
+    for run, part in enumerate(demo_parts(spark, size or DemoSize()), start=1):
+        echo(f"[demo] run {run}: {land_part(spec, run, part)}")
+        runs.append(demo_run(spark, spec, assignments, run, echo))
     for line in replica_demo_step(spark, spec):
         echo(line)
     for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
@@ -100,12 +100,10 @@ def demo_run(
     spec: PipelineSpec,
     assignments: AssignmentStore,
     run: int,
-    part: tuple[DataFrame, DataFrame],
     echo: Callable[[str], None] = print,
 ) -> list[BatchMetrics]:
-    """The demo's ``run``-th run (from 1): land ``part``, subscribe generation ``run`` (a client leaves
-    after the first) and run every stage of the pipeline; returns its metrics."""
-    echo(f"[demo] run {run}: {_land(spec, run, *part)}")
+    """The demo's ``run``-th run (from 1) after its part landed: subscribe generation ``run`` (a client
+    leaves after the first) and run every stage of the pipeline; returns its metrics."""
     leave = (LEAVES,) if run > 1 else ()
     clients = write_demo_subscriptions(assignments, run, leave)
     left = "".join(f", {pid} left" for pid in leave)
@@ -123,8 +121,9 @@ def _check(spec: PipelineSpec) -> None:
         raise InvalidConfigError("assignment_root", "the demo subscribes a cluster to an assignment store")
 
 
-def _land(spec: PipelineSpec, run: int, txns: DataFrame, rates: DataFrame) -> str:
-    """Land one part of each input; says what landed."""
+def land_part(spec: PipelineSpec, run: int, part: tuple[DataFrame, DataFrame]) -> str:
+    """Land the (transactions, rate updates) ``part`` of the demo's ``run``-th run; says what landed."""
+    txns, rates = part
     name = f"part{run}"
     files = (
         land_files(txns, spec.records, spec.records_format, name),
