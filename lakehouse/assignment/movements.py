@@ -9,7 +9,8 @@ get the task yet. Instead:
 * **Standby**: the standby goes to a caught-up client that holds nothing of the task (the most diverse
   in tags), and the target gets a warm-up.
 * **Idle clients**: a client that a deferral left under the floor of its active share takes actives it
-  is caught up for from clients over theirs.
+  is caught up for from clients over theirs. A deferred target that reaches its floor that way, while the
+  task's client stays within its ceiling, is balanced: it gets no warm-up and asks for no probing.
 * **Shedding**: a client that standbys kept on it pushed over the ceiling of its share of replicas gives
   standbys it must restore anyway to clients with room (:func:`lakehouse.assignment.standby.shed_restoring`),
   so that no later restore, bounded by ``max_warmup_replicas`` a round, has to undo the excess.
@@ -70,22 +71,24 @@ def realize(
     standby = {task: list(standby_targets[task]) for task in ctx.stateful}
     warmup: dict[str, list[str]] = {task: [] for task in ctx.stateful}
     deferred = 0
+    waiting: list[tuple[str, str]] = []
     for task in order:
         target = active_targets[task]
         better = ctx.better_clients(task, target)
         if not better:
             active[task] = target
             continue
-        deferred += 1
         source = _source(ctx, task, better, standby[task], active_load)
         active[task] = source
         active_load[target] -= 1
         active_load[source] += 1
         if source in standby[task]:
             standby[task][standby[task].index(source)] = target
-        elif budget.take():
-            warmup[task].append(target)
+            deferred += 1
+        else:
+            waiting.append((task, target))
     _relieve_idle(ctx, active, standby, active_load)
+    deferred += _warm_up_targets(ctx, waiting, active, active_load, warmup, budget)
     standby_moves = _StandbyMoves(ctx, active, standby)
     for task in order:
         deferred += standby_moves.realize(task, warmup[task], budget)
@@ -104,6 +107,32 @@ def realize(
         warmup={task: tuple(pids) for task, pids in warmup.items() if pids},
         deferred=deferred,
     )
+
+
+def _warm_up_targets(
+    ctx: Context,
+    waiting: list[tuple[str, str]],
+    active: Mapping[str, str],
+    active_load: Counter[str],
+    warmup: dict[str, list[str]],
+    budget: _WarmupBudget,
+) -> int:
+    """Warm-ups for the (task, target) pairs of deferred actives without a swap, in order, and how many of
+    them are still deferrals.
+
+    Idle clients took actives after the deferrals: a target now at the floor of its active share, with the
+    task's client within its ceiling, is balanced without the task. That is no deferral: no warm-up is
+    spent on it (the next assignment would not move the task there) and no probing rebalance is needed.
+    """
+    band = Band(len(ctx.stateful), ctx.capacity)
+    deferred = 0
+    for task, target in waiting:
+        if active_load[target] >= band.lo[target] and active_load[active[task]] <= band.hi[active[task]]:
+            continue
+        deferred += 1
+        if budget.take():
+            warmup[task].append(target)
+    return deferred
 
 
 def _source(

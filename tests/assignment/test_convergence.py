@@ -67,6 +67,28 @@ def test_a_standby_restoring_anyway_goes_to_a_client_with_room_not_to_one_over_i
     assert len(played) == 2
 
 
+def test_a_deferred_target_that_idle_relief_balanced_gets_no_warmup() -> None:
+    # Balance wants 0_1 on c1 (4 threads), which must restore it while c2 is caught up: 0_1 stays on c2.
+    # c1, idle, then takes 0_0, which it is caught up for, from c0. Every client is within its share of
+    # the 2 actives, so warming 0_1 up on c1 would be spent on a move the next assignment does not make.
+    clients = {
+        "c0": ClientState(
+            "c0",
+            1,
+            prev_active=frozenset({"0_0"}),
+            prev_standby=frozenset({"0_1"}),
+            task_lags={"0_0": 0, "0_1": 50_000},
+        ),
+        "c1": ClientState("c1", 4, task_lags={"0_0": 0}),
+        "c2": ClientState("c2", 3, prev_standby=frozenset({"0_1"}), task_lags={"0_1": 0}),
+    }
+    played = rounds(clients, ["0_0", "0_1"], AssignmentConfig(0, max_warmup_replicas=1))
+    result = played[0][1]
+    assert result.active_owners() == {"0_0": "c1", "0_1": "c2"}
+    assert not any(held.warmup for held in result.clients.values())
+    assert len(played) == 1
+
+
 def test_balancing_off_a_caught_up_client_takes_a_round_per_warmup() -> None:
     # The trade-off of issue 12's throttle. Five one-thread clients, five tasks, 2 standbys: 15 replicas,
     # 3 per client. x is caught up for every task and holds 5 replicas; c and d hold 2. Balance needs two
