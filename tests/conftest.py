@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,17 @@ def retention_check_off(spark: SparkSession) -> Iterator[None]:
     spark.conf.set(key, "false")
     yield
     spark.conf.unset(key)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many hostile-input cases the run tried (tests/test_hostile_input.py), by outcome."""
+    hostile = sys.modules.get("tests.test_hostile_input")
+    if hostile is None or not hostile.CASES:
+        return
+    cases = hostile.CASES
+    terminalreporter.section("hostile input")
+    refused = sum(n for name, n in cases.items() if name.startswith("refused"))
+    terminalreporter.write_line(
+        f"{sum(cases.values())} hostile-input cases tried: {refused} refused in one line writing nothing, "
+        f"{sum(cases.values()) - refused} taken under their documented handling ({len(cases)} kinds)"
+    )
