@@ -128,7 +128,7 @@ RICH_EXAMPLE = [
 
 @pytest.mark.slow
 @settings(
-    max_examples=2,
+    max_examples=1,  # plus the explicit example: each one is a whole sequence (about a minute)
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
