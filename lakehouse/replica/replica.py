@@ -234,7 +234,8 @@ class Replica:
         ``limit`` at or below the checkpoint applies nothing.
 
         Raises:
-            InvalidInputError: a negative ``limit``.
+            InvalidInputError: a negative ``limit``; or the replica must be rebuilt at ``limit`` and the
+                source's data files of that version were vacuumed (nothing is written then).
         """
         started = time.monotonic()
         target = self._target(limit)
@@ -355,15 +356,23 @@ class Replica:
         )
         assert self._source is not None
         partitions = self._source[1]
-        with self._no_missing_files():
-            (
-                rows.write.format("delta")
-                .mode("overwrite")
-                .option("overwriteSchema", "true")
-                .partitionBy(*partitions)
-                .options(**options)
-                .save(self.path)
-            )
+        try:
+            with self._no_missing_files():
+                (
+                    rows.write.format("delta")
+                    .mode("overwrite")
+                    .option("overwriteSchema", "true")
+                    .partitionBy(*partitions)
+                    .options(**options)
+                    .save(self.path)
+                )
+        except Exception as error:
+            if not _missing_changes(error):
+                raise
+            raise InvalidInputError(
+                f"replica {self.path} cannot be built at version {target} of {self.source_path}: that "
+                "version's data files are gone (vacuumed); sync with a later limit or none"
+            ) from None
         if source_id != self.source_id:
             self.spark.sql(
                 f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ('{SOURCE_ID_PROPERTY}' = '{source_id}')"

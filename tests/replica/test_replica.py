@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from lakehouse.dedup import Deduplicator
-from lakehouse.errors import ReadOnlyReplicaError
+from lakehouse.errors import InvalidInputError, ReadOnlyReplicaError
 from lakehouse.replica import (
     ChangeDataFeedDisabledError,
     Replica,
@@ -203,6 +203,31 @@ def test_checkpoint_the_source_no_longer_covers_reinitializes_with_a_warning(
     with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
         result = replica.sync()
     assert result.restored and result.reinitialized_because
+    assert_equals_source(replica)
+
+
+def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0)], 0)  # version 1
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
+    replica.sync()
+    put(store, [("a", "y", 10, 0, 1)], 1)  # version 2: a@0 ends at 10, in segment 2
+    put(store, [("z", "z", 100, 0, 2)], 2)  # stream time 100: segments below 16 are expired
+    assert store.expire().first_live_segment == 16
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        DeltaTable.forPath(spark, store.path).vacuum(0)  # a@0's file is gone
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    version = DeltaTable.forPath(spark, replica.path).history(1).first()["version"]
+    with pytest.raises(InvalidInputError, match=r"cannot be built at version 2 .*vacuumed") as raised:
+        replica.sync(limit=2)
+    assert "\n" not in str(raised.value) and replica.checkpoint() == 1
+    assert DeltaTable.forPath(spark, replica.path).history(1).first()["version"] == version
+    with pytest.warns(ReplicaReinitializedWarning):
+        replica.sync()
     assert_equals_source(replica)
 
 
