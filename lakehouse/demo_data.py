@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.errors import InvalidInputError
@@ -39,7 +39,8 @@ class DemoSize:
     one, so the shares of priced transactions, late records and duplicates do not depend on the counts.
     Per Kafka partition, event times increase with offsets except for ``disorder``: a record's event time
     is at most ``disorder`` before that of any record at a lower offset of its partition (each record
-    arrives at most ``disorder`` after its event time, and arrivals increase with offsets).
+    arrives at most ``disorder`` after its event time, and arrivals increase with offsets). Event times
+    are whole milliseconds, as Kafka's timestamps are.
 
     Attributes:
         rate_updates: Currency-rate updates (every currency once per round).
@@ -83,9 +84,9 @@ def rate_updates(spark: SparkSession, size: DemoSize) -> DataFrame:
     )
     rounds = -(-size.rate_updates // currencies)
     step_us = micros(size.span) / max(rounds - 1, 1)
-    arrival_us = F.lit(micros(T0)) + (F.floor(F.col("id") / currencies) * step_us).cast("long")
+    arrival_us = _millis(F.lit(micros(T0)) + F.floor(F.col("id") / currencies) * step_us)
     late = F.rand(SEED) < OUT_OF_ORDER_FRACTION
-    delay_us = F.when(late, (F.rand(SEED + 3) * micros(size.disorder)).cast("long")).otherwise(0)
+    delay_us = F.when(late, _millis(F.rand(SEED + 3) * micros(size.disorder))).otherwise(0)
     deleted = F.rand(SEED + 1) < DELETE_FRACTION
     base_rate = F.element_at(F.create_map(*[F.lit(x) for kv in _BASE_RATES.items() for x in kv]), currency)
     rate = (base_rate * (1 + (F.rand(SEED + 2) - 0.5) / 50)).cast("decimal(18,6)")
@@ -111,7 +112,7 @@ def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
     """
     disorder_us = micros(size.disorder)
     slot_us = max((micros(size.span) - disorder_us) // max(size.transactions, 1), 1)
-    delay_us = (F.rand(SEED + 5) * disorder_us).cast("long")
+    delay_us = _millis(F.rand(SEED + 5) * disorder_us)
     arrival_us = F.lit(micros(T0) + disorder_us) + F.col("id") * slot_us
     originals = (
         spark.range(size.transactions)
@@ -125,10 +126,13 @@ def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
             "id",
             delay_us.alias("delay_us"),
         )
-        .withColumn("timestamp", F.timestamp_micros(arrival_us - F.col("delay_us")))
+        .withColumn("timestamp", F.timestamp_micros(_millis(arrival_us) - F.col("delay_us")))
     )
     # A re-send arrives in a later slot, no later than `disorder` after the record's event time.
-    lag_slots = F.floor(F.rand(SEED + 7) * (disorder_us - F.col("delay_us")) / slot_us)
+    # (Less 1 ms: the original's event time is its arrival rounded down to the millisecond.)
+    lag_slots = F.floor(
+        F.rand(SEED + 7) * F.greatest(disorder_us - 1000 - F.col("delay_us"), F.lit(0)) / slot_us
+    )
     per_slot = disorder_us // slot_us + 2
     resent = originals.where(F.rand(SEED + 6) < size.resend_share).withColumn(
         "offset", (F.col("id") + lag_slots) * per_slot + 1 + lag_slots
@@ -147,6 +151,11 @@ def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
         "amount",
     )
     return _conform(generated, "demo_transactions")
+
+
+def _millis(us: Column) -> Column:
+    """Microseconds rounded down to whole milliseconds: event times are Kafka timestamps (milliseconds)."""
+    return (F.floor(us / 1000) * 1000).cast("long")
 
 
 def _conform(df: DataFrame, schema_name: str) -> DataFrame:

@@ -175,8 +175,16 @@ EXPIRY_PUTS = [("q", "q40", 40)] + [("p", f"p{ms}", ms) for ms in range(0, 101, 
 def short(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[VersionedStore, VersionedStoreModel]:
+    # Two batches (up to 50, then the rest): a batch writes no version already expired at its commit, so
+    # p40 (valid to 50, expired only by the second batch) is what stays in an old segment (10).
     path = str(tmp_path_factory.mktemp("asof") / "short")
-    return store_with(spark, path, EXPIRY_PUTS, retention_ms=10, interval_ms=5)
+    store, model = store_with(spark, path, EXPIRY_PUTS[:7], retention_ms=10, interval_ms=5)
+    rest = EXPIRY_PUTS[7:]
+    for key, value, ms in rest:
+        model.put(key, value, ms)
+    records = [(k, v, ms, 0, offset) for offset, (k, v, ms) in enumerate(rest, start=7)]
+    store.put_all(batch_frame(spark, records))
+    return store, model
 
 
 def test_expired_lookups_are_answered_by_the_latest_version_only_and_counted(

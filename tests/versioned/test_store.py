@@ -150,7 +150,10 @@ def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
         file_retention=timedelta(0),
     )
     records = [(f"k{i % 3}", f"v{i}", i * 5_000, 0, i) for i in range(30)]  # 0 s .. 145 s
-    store.put_all(batch_frame(spark, records))
+    # Two batches: a batch writes no version already expired at its commit, so the old segments hold the
+    # first batch's versions that only the second one expired.
+    store.put_all(batch_frame(spark, records[:15]), batch_id=0)
+    store.put_all(batch_frame(spark, records[15:]), batch_id=1)
     # All >= ST - R; each key has a version every 15 s, so two probes land in each.
     probes = [(f"k{k}", t) for k in range(3) for t in range(85_000, 150_000, 7_500)]
     before = [_value(store, key, t) for key, t in probes]
