@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -124,11 +124,14 @@ def _try(name: str, refused: bool, write: Callable[[], object], versions: Callab
 
 SLOW = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 CASE = st.tuples(st.sampled_from(MUTATIONS), st.sampled_from(BATCH_IDS))
+#: Found by CI: a year-0 record older than stream time minus the retention was dropped as late, not refused.
+YEAR_0 = (next(m for m in MUTATIONS if m[0] == "year 0"), BATCH_IDS[0])
 
 
 @pytest.mark.slow
 @SLOW
 @given(CASE)
+@example(YEAR_0)
 def test_a_store_refuses_a_hostile_batch_in_one_line_or_takes_it_as_documented(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, case: tuple[Mutation, tuple]
 ) -> None:
@@ -147,6 +150,7 @@ def test_a_store_refuses_a_hostile_batch_in_one_line_or_takes_it_as_documented(
 @pytest.mark.slow
 @SLOW
 @given(CASE)
+@example(YEAR_0)
 def test_a_deduplicator_refuses_a_hostile_batch_in_one_line_or_takes_it_as_documented(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, case: tuple[Mutation, tuple]
 ) -> None:

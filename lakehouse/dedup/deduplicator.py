@@ -564,7 +564,7 @@ def _count(decision: int) -> Any:
 
 
 def _summarize(resolved: DataFrame, input_columns: list[Column]) -> list[Row]:
-    """Per task: counts by decision, largest timestamp, range of saved timestamps, NULL-input counts and the
+    """Per task: counts by decision, range of timestamps and of saved timestamps, NULL-input counts and the
     fingerprint of the input's ``input_columns``."""
     ts_us = F.unix_micros(TIMESTAMP_COL)
     saved_us = F.when(F.col(SAVED_COL), ts_us)
@@ -577,6 +577,7 @@ def _summarize(resolved: DataFrame, input_columns: list[Column]) -> list[Row]:
             _count(_resolve.REPLAYED).alias("replayed"),
             _count(_resolve.NULL_ID).alias("null_ids"),
             F.sum(F.col(SAVED_COL).cast("long")).alias("saved"),
+            F.min(ts_us).alias("min_us"),
             F.max(ts_us).alias("max_us"),
             F.min(saved_us).alias("min_saved_us"),
             F.max(saved_us).alias("max_saved_us"),
@@ -597,7 +598,7 @@ def _check_summary(summary: list[Row]) -> None:
             "partition; every record needs both (nothing was written)"
         )
     for row in summary:
-        for column in ("max_us", "min_saved_us"):
+        for column in ("min_us", "max_us"):  # every record's, late ones too: year 0 is bad input
             require_representable(row[column], "a record's timestamp")
 
 

@@ -69,8 +69,8 @@ def mark_dropped(prepared: DataFrame, stream_time_us: int | None, retention_us: 
 
 
 def batch_stats(marked: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
-    """One-row summary of a marked batch: counts, null violations, the accepted time range and the input's
-    fingerprint (:func:`input_summary`)."""
+    """One-row summary of a marked batch: counts, null violations, the time range of every record and the
+    earliest accepted time, and the input's fingerprint (:func:`input_summary`)."""
     accepted_t = F.when(~F.col(_DROPPED), F.col(_T_US))
     return marked.agg(
         F.count(F.lit(1)).alias("records"),
@@ -80,6 +80,7 @@ def batch_stats(marked: DataFrame, keys: Sequence[str], values: Sequence[str]) -
         F.count(F.when(F.col(_T_US).isNull(), 1)).alias("null_timestamps"),
         F.count(F.when(F.col(_ORDER_NULL), 1)).alias("null_order"),
         F.min(accepted_t).alias("min_accepted_us"),
+        F.min(F.col(_T_US)).alias("min_us"),
         F.max(F.col(_T_US)).alias("max_us"),
     )
 

@@ -205,7 +205,7 @@ class VersionedStore:
         batch = self._one_record_frame(record, t_us)
         # One accepted record at t_us: its summary is known, so no job computes it.
         known = {"records": 1, "dropped": 0, "null_keys": 0, "null_timestamps": 0, "null_order": 0}
-        known.update(min_accepted_us=t_us, max_us=t_us)
+        known.update(min_accepted_us=t_us, min_us=t_us, max_us=t_us)
         written = self._write(
             batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known
         )
@@ -300,7 +300,8 @@ class VersionedStore:
             if stats is None:
                 raise LakehouseInternalError("an aggregate returned no row")
             _reject_nulls(stats)
-            require_representable(stats["min_accepted_us"], "a record's timestamp")
+            # Every record's time, dropped ones too: a year-0 record is bad input, not merely late.
+            require_representable(stats["min_us"], "a record's timestamp")
             require_representable(stats["max_us"], "a record's timestamp")
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
             state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
