@@ -10,7 +10,8 @@ The assignment is computed in four phases:
    balanced over clients by capacity without losing tag diversity (:mod:`lakehouse.assignment.standby`).
 3. **Availability** (:mod:`lakehouse.assignment.movements`): a target that would have to restore while a
    caught-up client exists is deferred. The task stays on a caught-up client, the target warms up, and a
-   probing rebalance is requested.
+   probing rebalance is requested. Standbys that restore while a caught-up client lacks the task count
+   against the warm-up budget (issue 12's throttle, preferred to fewer rounds).
 4. **Stateless tasks** go to previous owners within balance, then to the least-loaded clients.
 
 Kafka first round-robins every task (ignoring history) and then moves tasks back; here history is kept
@@ -57,6 +58,9 @@ def assign(
           clients remain. If none is caught up, on a most caught-up client.
         * Without such deferrals, stateful actives per client are the floor or ceiling of its capacity
           share. Deferrals set ``probing_rebalance_needed``.
+        * Standbys on a client that is not caught up while a caught-up client holds nothing of the task,
+          plus warm-ups, number at most ``max_warmup_replicas``; any of them sets
+          ``probing_rebalance_needed`` (:mod:`lakehouse.assignment.movements`).
         * Standbys differ from the active and from each other in rack-aware tag values, by precedence
           (:func:`lakehouse.assignment.standby.place_standby_targets`).
 

@@ -15,9 +15,21 @@ get the task yet. Instead:
   standbys it must restore anyway to clients with room (:func:`lakehouse.assignment.standby.shed_restoring`),
   so that no later restore, bounded by ``max_warmup_replicas`` a round, has to undo the excess.
 
+* **Throttle** (issue 12): a standby that must restore while a caught-up client holds nothing of the
+  task is a restore like a warm-up, and counts against the same ``max_warmup_replicas``. Once nothing
+  else moves, such standbys restore in place while the budget lasts; the rest go to a caught-up client
+  lacking the task, over its share if need be.
+
 Warm-ups are granted while ``max_warmup_replicas`` lasts, active deferrals first, tasks with the fewest
-caught-up clients first. Every deferral asks for a probing rebalance; once a warm-up has caught up, the
-balanced target is caught up and the next assignment places the task there without a deferral.
+caught-up clients first; throttled standby restores take what is left. Every deferral asks for a probing
+rebalance; once a warm-up has caught up, the balanced target is caught up and the next assignment places
+the task there without a deferral.
+
+The throttle is preferred to fewer rounds: a balance that needs K restores while caught-up clients lack
+the tasks takes at least ``ceil(K / max_warmup_replicas)`` rounds before the converged one, where
+restoring them all at once (as this assignor did before issue 12) may converge sooner. Kafka likewise
+moves such a standby to a caught-up client and warms its target up within the same budget. A restore no
+caught-up client could spare (none lacks the task) is not throttled.
 """
 
 from __future__ import annotations
@@ -101,6 +113,7 @@ def realize(
         shed = shed_restoring(ctx, active, standby, warmup)
         if not fill_under_floor(ctx, active, standby) and not moved and not shed:
             break
+    deferred += _StandbyMoves(ctx, active, standby).throttle(order, warmup, budget)
     return Placement(
         active=active,
         standby={task: tuple(pids) for task, pids in standby.items()},
@@ -191,6 +204,34 @@ class _StandbyMoves:
                 holders.discard(target)
         self._diversify(task, holders)
         return moved
+
+    def throttle(self, order: list[str], warmup: Mapping[str, list[str]], budget: _WarmupBudget) -> int:
+        """Issue 12's throttle, once nothing else moves: a standby that must restore while a caught-up
+        client holds nothing of its task is a restore ``max_warmup_replicas`` bounds, like a warm-up.
+
+        In ``order`` (scarcest tasks first) such a standby restores in place while the budget lasts;
+        after that it goes to the caught-up client that lacks the task with the best rank (most tag
+        diversity, then room under its share), over its share if need be: the balance it was placed for
+        waits for a later round. Each is a deferral (a probing rebalance), and how many there were is
+        returned.
+        """
+        deferred = 0
+        for task in order:
+            active, planned = self.active[task], self.standby[task]
+            for index, pid in enumerate(planned):
+                holders = {active, *planned, *warmup[task]}
+                better = [p for p in self.ctx.better_clients(task, pid) if p not in holders]
+                if not better or not self.ctx.caught_up[task]:
+                    continue
+                deferred += 1
+                if budget.take():
+                    continue
+                used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
+                chosen = min(better, key=lambda p: self._rank(task, p, used))
+                planned[index] = chosen
+                self.load[chosen] += 1
+                self.load[pid] -= 1
+        return deferred
 
     def _diversify(self, task: str, holders: set[str]) -> None:
         """Replace a standby by a caught-up client with room that holds nothing of the task and adds more

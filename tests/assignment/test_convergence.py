@@ -112,3 +112,26 @@ def test_balancing_off_a_caught_up_client_takes_a_round_per_warmup() -> None:
         assert all(move.role is not Role.ACTIVE for move in result.moves)
     assert len(played) == 3
     assert [replicas(played[-1][1], pid) for pid in clients] == [3, 3, 3, 3, 3]
+
+
+def test_a_standby_that_would_restore_past_the_budget_stays_on_a_caught_up_client() -> None:
+    # 2 tasks, 2 standbys, 1 warm-up. Balance wants 0_1's standbys off caught-up c1 onto c2 (empty) and
+    # c4 (50 000 behind): two restores while c1 is caught up. The budget allows one, taken by c2's
+    # warm-up, so c1 keeps its standby and c4 restores a round later. The assignor before this rule
+    # restored on c4 at once as well: 2 rounds; within it, 3.
+    clients = {
+        "c0": ClientState("c0", 2, prev_standby=frozenset({"0_0"}), task_lags={"0_0": 0, "0_1": 0}),
+        "c1": holder("c1", 2, ["0_0"], ["0_1"]),
+        "c2": ClientState("c2", 4),
+        "c3": holder("c3", 4, ["0_1"], ["0_0"]),
+        "c4": ClientState("c4", 2, prev_standby=frozenset({"0_1"}), task_lags={"0_1": 50_000}),
+    }
+    config = AssignmentConfig(2, max_warmup_replicas=1)
+    played = rounds(clients, ["0_0", "0_1"], config)
+    first = played[0][1]
+    assert sorted(first.replicas("0_1", Role.STANDBY)) == ["c0", "c1"]
+    assert first.replicas("0_1", Role.WARMUP) == ["c2"]
+    for states, result in played:
+        warmups = sum(len(held.warmup) for held in result.clients.values())
+        assert warmups + len(restoring_standbys(result, states, config.acceptable_recovery_lag)) <= 1
+    assert len(played) == 3

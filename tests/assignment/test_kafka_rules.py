@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from lakehouse.assignment import AssignmentConfig, AssignmentResult, ClientState, assign, validate_assignment
 from lakehouse.assignment._balance import Band
+from tests.assignment.test_convergence import next_round
 
 BOUND = 10_000
 LAGS = (0, 0, 0, 50_000)
@@ -148,10 +149,10 @@ def test_no_client_is_empty_while_another_holds_more_than_its_share_of_what_it_c
                     assert view.seen(pid, others) > view.seen(source, others), (task, source, pid)
 
 
-@MANY
-@given(histories())
-def test_standbys_that_must_restore_are_warmups_or_bounded_with_probing(case: Case) -> None:
-    view = check(case)
+def assert_throttled(view: View) -> None:
+    """Issue 12's throttle: standbys that must restore while a caught-up client holds nothing of the task,
+    plus warm-ups, number at most ``max_warmup_replicas``, and any of them requests a probing rebalance.
+    Such a standby restores only where every caught-up client that lacks the task is full."""
     restoring = [
         (task, pid)
         for task, standbys in view.standbys.items()
@@ -159,13 +160,40 @@ def test_standbys_that_must_restore_are_warmups_or_bounded_with_probing(case: Ca
         if not view.caught_up(pid, task) and view.free_caught_up(task)
     ]
     for task, pid in restoring:
-        # It restores only where every caught-up client that lacks the task is full.
         roomy = [p for p in view.free_caught_up(task) if view.replicas[p] < view.replica_band.hi[p]]
         assert roomy == [], (task, pid, roomy)
     warmups = sum(len(held.warmup) for held in view.result.clients.values())
-    assert warmups <= view.config.max_warmup_replicas
+    assert len(restoring) + warmups <= view.config.max_warmup_replicas, (restoring, warmups)
     if restoring or warmups:
         assert view.result.probing_rebalance_needed
+
+
+@MANY
+@given(histories())
+def test_standbys_that_must_restore_are_warmups_or_bounded_with_probing(case: Case) -> None:
+    assert_throttled(check(case))
+
+
+#: Rounds after which a random history must have converged (the bench's 300 instances need at most 22).
+ROUND_LIMIT = 40
+
+
+@MANY
+@given(histories())
+def test_the_throttle_holds_in_every_round_until_convergence_and_then_nothing_moves(case: Case) -> None:
+    # Rounds as in tests/assignment/test_convergence.py: between them every replica a client held catches
+    # up. The round after convergence, with nothing changed, moves no active.
+    clients, tasks, config = case
+    for _ in range(ROUND_LIMIT):
+        view = check((clients, tasks, config))
+        assert_throttled(view)
+        clients = next_round(clients, view.result)
+        if not view.result.probing_rebalance_needed:
+            break
+    else:
+        raise AssertionError(f"no convergence in {ROUND_LIMIT} rounds")
+    again = assign(clients, tasks, (), config)
+    assert again.active_owners() == view.active
 
 
 @MANY

@@ -33,8 +33,14 @@ def test_scenarios_stay_valid_available_and_converge_balanced(name: str, standby
 def test_converges_within_kafkas_bound_after_adding_clients(standbys: int) -> None:
     config = AssignmentConfig(num_standby_replicas=standbys, max_warmup_replicas=2)
     (_, added) = simulate(SCENARIOS["scale out 3 -> 6"], config, INSTANT_RESTORE)
+    # Kafka's bound (TaskAssignorConvergenceTest, without standbys): each task moves at most once,
+    # max_warmup_replicas at a time, plus the converged round. Under issue 12's throttle a standby moving
+    # to a new client restores while the client it leaves is caught up, so it counts like a task: doubling
+    # the clients moves half of all replicas (with 2 standbys 19 rounds, where restoring the standbys
+    # unthrottled took 8).
+    moved = TASKS * (1 + standbys) // 2
     assert added.converged_after is not None
-    assert added.converged_after <= TASKS // config.max_warmup_replicas + 1
+    assert added.converged_after <= -(-moved // config.max_warmup_replicas) + 1
 
 
 @pytest.mark.parametrize("standbys", [0, 1, 2])
