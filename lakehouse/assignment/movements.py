@@ -7,14 +7,17 @@ get the task yet. Instead:
   standby placement chose (a *swap*: the target takes that standby slot and restores as a standby),
   else the least-loaded caught-up client. Without a swap the target gets a **warm-up** replica.
 * **Standby**: the standby goes to a caught-up client that holds nothing of the task (the most diverse
-  in tags), and the target gets a warm-up.
+  in tags), and the target gets a warm-up unless, once every move is made, the client keeping the
+  standby is within its share of replicas, the target at its floor, and the target no more diverse in
+  tags: then the next assignment plans no such move, and it is no deferral. Before that, a *trade* is
+  tried: a caught-up client that holds a standby it must restore anyway (every caught-up client holds
+  that task) swaps it for this one, so the target restores that one instead and loads stay.
 * **Idle clients**: a client that a deferral left under the floor of its active share takes actives it
   is caught up for from clients over theirs. A deferred target that reaches its floor that way, while the
   task's client stays within its ceiling, is balanced: it gets no warm-up and asks for no probing.
 * **Shedding**: a client that standbys kept on it pushed over the ceiling of its share of replicas gives
   standbys it must restore anyway to clients with room (:func:`lakehouse.assignment.standby.shed_restoring`),
   so that no later restore, bounded by ``max_warmup_replicas`` a round, has to undo the excess.
-
 * **Throttle** (issue 12): a standby that must restore while a caught-up client holds nothing of the
   task is a restore like a warm-up, and counts against the same ``max_warmup_replicas``. Once nothing
   else moves, such standbys restore in place while the budget lasts; the rest go to a caught-up client
@@ -40,7 +43,8 @@ from dataclasses import dataclass
 
 from lakehouse.assignment._balance import Band
 from lakehouse.assignment._context import Context
-from lakehouse.assignment.standby import fill_under_floor, shed_restoring, tag_rank, used_values
+from lakehouse.assignment._standby_moves import StandbyMoves, WarmupBudget, warm_up_standby_targets
+from lakehouse.assignment.standby import fill_under_floor, shed_restoring
 from lakehouse.assignment.state import ClientState, Role, TaskMove, task_sort_key
 
 
@@ -61,23 +65,23 @@ class Placement:
     deferred: int
 
 
-class _WarmupBudget:
-    def __init__(self, size: int) -> None:
-        self.remaining = size
-
-    def take(self) -> bool:
-        if self.remaining == 0:
-            return False
-        self.remaining -= 1
-        return True
-
-
 def realize(
     ctx: Context, active_targets: Mapping[str, str], standby_targets: Mapping[str, tuple[str, ...]]
 ) -> Placement:
-    """Apply availability to the balanced targets (phase 3)."""
+    """Apply availability to the balanced targets (phase 3), in named steps:
+
+    1. Active deferrals: a target that must restore while a caught-up client exists leaves the task on a
+       caught-up client (a swap with a planned standby where possible); idle clients take actives they are
+       caught up for (:func:`_relieve_idle`); targets still needed get warm-ups (:func:`_warm_up_targets`).
+    2. Standby deferrals and trades (:class:`StandbyMoves`), repeated with shedding and floor filling
+       until nothing moves.
+    3. Warm-ups for the planned clients of standbys kept elsewhere, where balance or tag diversity still
+       needs them (:func:`warm_up_standby_targets`).
+    4. The throttle on standbys that still restore while a caught-up client lacks the task
+       (:meth:`StandbyMoves.throttle`).
+    """
     order = sorted(ctx.stateful, key=lambda t: (len(ctx.caught_up[t]), task_sort_key(t)))
-    budget = _WarmupBudget(ctx.config.max_warmup_replicas)
+    budget = WarmupBudget(ctx.config.max_warmup_replicas)
     active_load = Counter(active_targets.values())
     active: dict[str, str] = {}
     standby = {task: list(standby_targets[task]) for task in ctx.stateful}
@@ -101,19 +105,20 @@ def realize(
             waiting.append((task, target))
     _relieve_idle(ctx, active, standby, active_load)
     deferred += _warm_up_targets(ctx, waiting, active, active_load, warmup, budget)
-    standby_moves = _StandbyMoves(ctx, active, standby)
+    kept: list[tuple[str, str, str]] = []
+    standby_moves = StandbyMoves(ctx, active, standby, warmup, kept)
     for task in order:
-        deferred += standby_moves.realize(task, warmup[task], budget)
+        standby_moves.realize(task)
     # Moves above change loads: room may open up, clients may go over the ceiling or under the floor. Each
     # pass lowers (restoring standbys, replicas over ceilings, replicas under floors), so the loop ends.
     while True:
-        standby_moves = _StandbyMoves(ctx, active, standby)
-        moved = sum(standby_moves.realize(task, warmup[task], budget, first=False) for task in order)
-        deferred += moved
+        standby_moves = StandbyMoves(ctx, active, standby, warmup, kept)
+        moved = sum(standby_moves.realize(task, first=False) for task in order)
         shed = shed_restoring(ctx, active, standby, warmup)
         if not fill_under_floor(ctx, active, standby) and not moved and not shed:
             break
-    deferred += _StandbyMoves(ctx, active, standby).throttle(order, warmup, budget)
+    deferred += warm_up_standby_targets(ctx, kept, active, standby, warmup, budget)
+    deferred += StandbyMoves(ctx, active, standby, warmup, kept).throttle(order, budget)
     return Placement(
         active=active,
         standby={task: tuple(pids) for task, pids in standby.items()},
@@ -128,7 +133,7 @@ def _warm_up_targets(
     active: Mapping[str, str],
     active_load: Counter[str],
     warmup: dict[str, list[str]],
-    budget: _WarmupBudget,
+    budget: WarmupBudget,
 ) -> int:
     """Warm-ups for the (task, target) pairs of deferred actives without a swap, in order, and how many of
     them are still deferrals.
@@ -157,110 +162,6 @@ def _source(
         return owner
     pool = [pid for pid in better if pid in planned_standbys] or list(better)
     return min(pool, key=lambda p: (active_load[p] / ctx.capacity[p], ctx.lag(task, p), p))
-
-
-class _StandbyMoves:
-    """Moves standbys that would restore onto caught-up clients, counting replicas against each client's
-    ceiling share of all replicas."""
-
-    def __init__(self, ctx: Context, active: Mapping[str, str], standby: dict[str, list[str]]) -> None:
-        self.ctx = ctx
-        self.active = active
-        self.standby = standby
-        per_task = max((len(pids) for pids in standby.values()), default=0)
-        self.share = Band(len(ctx.stateful) * (1 + per_task), ctx.capacity).hi
-        self.load = Counter(active.values())
-        self.load.update(pid for pids in standby.values() for pid in pids)
-
-    def realize(self, task: str, warmups: list[str], budget: _WarmupBudget, first: bool = True) -> int:
-        """Keep each planned standby of ``task`` unless it would restore while a better client holds
-        nothing of the task, and return how many moved.
-
-        On the ``first`` visit the task's first such standby moves to the better client (the one adding
-        most tag diversity, then one with room under its share, then the most caught up), as in Kafka;
-        other ones move only to a better client with room, else they restore in place. The planned client
-        keeps a warm-up while the budget lasts: standbys that must restore are bounded by
-        ``max_warmup_replicas``.
-        """
-        active, planned = self.active[task], self.standby[task]
-        holders = {active, *planned, *warmups}
-        moved = 0
-        for index, target in enumerate(planned):
-            better = [p for p in self.ctx.better_clients(task, target) if p not in holders]
-            if moved or not first:
-                better = [p for p in better if self.load[p] < self.share[p]]
-            if not better:
-                continue
-            used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
-            chosen = min(better, key=lambda p: self._rank(task, p, used))
-            planned[index] = chosen
-            holders.add(chosen)
-            self.load[chosen] += 1
-            self.load[target] -= 1
-            moved += 1
-            if budget.take():
-                warmups.append(target)
-            else:
-                holders.discard(target)
-        self._diversify(task, holders)
-        return moved
-
-    def throttle(self, order: list[str], warmup: Mapping[str, list[str]], budget: _WarmupBudget) -> int:
-        """Issue 12's throttle, once nothing else moves: a standby that must restore while a caught-up
-        client holds nothing of its task is a restore ``max_warmup_replicas`` bounds, like a warm-up.
-
-        In ``order`` (scarcest tasks first) such a standby restores in place while the budget lasts;
-        after that it goes to the caught-up client that lacks the task with the best rank (most tag
-        diversity, then room under its share), over its share if need be: the balance it was placed for
-        waits for a later round. Each is a deferral (a probing rebalance), and how many there were is
-        returned.
-        """
-        deferred = 0
-        for task in order:
-            active, planned = self.active[task], self.standby[task]
-            for index, pid in enumerate(planned):
-                holders = {active, *planned, *warmup[task]}
-                better = [p for p in self.ctx.better_clients(task, pid) if p not in holders]
-                if not better or not self.ctx.caught_up[task]:
-                    continue
-                deferred += 1
-                if budget.take():
-                    continue
-                used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
-                chosen = min(better, key=lambda p: self._rank(task, p, used))
-                planned[index] = chosen
-                self.load[chosen] += 1
-                self.load[pid] -= 1
-        return deferred
-
-    def _diversify(self, task: str, holders: set[str]) -> None:
-        """Replace a standby by a caught-up client with room that holds nothing of the task and adds more
-        tag diversity, while there is one (moves above, or a deferred active, change what the task's other
-        replicas use). It costs no restoration; the replaced client just drops its copy."""
-        if not self.ctx.config.rack_aware_assignment_tags:
-            return
-        active, planned = self.active[task], self.standby[task]
-        free = [p for p in self.ctx.caught_up[task] if p not in holders]
-        improved = True
-        while improved and free:
-            improved = False
-            for index, pid in enumerate(planned):
-                used = used_values(self.ctx.tags, [active, *planned[:index], *planned[index + 1 :]])
-                roomy = [p for p in free if self.load[p] < self.share[p]]
-                best = min(roomy, key=lambda p: self._rank(task, p, used), default=None)
-                if best is None or self._rank(task, best, used)[0] >= self._rank(task, pid, used)[0]:
-                    continue
-                planned[index] = best
-                free.remove(best)
-                if self.ctx.is_caught_up(task, pid):
-                    free.append(pid)
-                self.load[best] += 1
-                self.load[pid] -= 1
-                improved = True
-
-    def _rank(self, task: str, pid: str, used: list[set[str]]) -> tuple[object, ...]:
-        tags = tag_rank(self.ctx.tags, pid, used, self.active[task])
-        return (*tags, self.load[pid] >= self.share[pid], self.ctx.lag(task, pid), pid)
 
 
 def _relieve_idle(

@@ -47,10 +47,11 @@ def rounds(
 
 
 def test_a_standby_restoring_anyway_goes_to_a_client_with_room_not_to_one_over_its_share() -> None:
-    # 0_0 must stay on c2 while c1 warms it up; its standby stays on caught-up c0. Nobody is caught up for
-    # 0_1 (its owner c2 is 50 000 behind), so its standby restores wherever it goes: on c1, which has room,
-    # not on c0, whose share of the 4 replicas is 1. Otherwise c0 would have to hand it over later, a
-    # restore while c0 is caught up: one more round.
+    # 0_0 stays on c2, its standby on caught-up c0. Nobody is caught up for 0_1 (its owner c2 is 50 000
+    # behind), so its standby restores wherever it goes: on c1, which has room, not on c0, whose share of
+    # the 4 replicas is 1. Otherwise c0 would have to hand it over later, a restore while c0 is caught up:
+    # one more round. With 0_1's standby c1 is within its share, so 0_0's standby, planned on c1, needs
+    # no warm-up there.
     clients = {
         "c0": ClientState("c0", 1, prev_standby=frozenset({"0_0"}), task_lags={"0_0": 0}),
         "c1": ClientState("c1", 2),
@@ -61,8 +62,9 @@ def test_a_standby_restoring_anyway_goes_to_a_client_with_room_not_to_one_over_i
     config = AssignmentConfig(1, max_warmup_replicas=1)
     played = rounds(clients, ["0_0", "0_1"], config)
     first = played[0][1]
-    assert first.replicas("0_0", Role.WARMUP) == ["c1"]
+    assert first.replicas("0_0", Role.STANDBY) == ["c0"]
     assert first.replicas("0_1", Role.STANDBY) == ["c1"]
+    assert not any(held.warmup for held in first.clients.values())
     assert replicas(first, "c0") == 1
     assert len(played) == 2
 
@@ -135,3 +137,23 @@ def test_a_standby_that_would_restore_past_the_budget_stays_on_a_caught_up_clien
         warmups = sum(len(held.warmup) for held in result.clients.values())
         assert warmups + len(restoring_standbys(result, states, config.acceptable_recovery_lag)) <= 1
     assert len(played) == 3
+
+
+def test_a_standby_its_client_must_restore_anyway_trades_places_with_one_it_is_caught_up_for() -> None:
+    # c0 (1 thread) holds standbys of 0_0 (caught up) and 0_1 (50 000 behind); balance plans 0_0's
+    # standby on c2, which would restore it while c0 is caught up: a warm-up and a second round. The only
+    # client caught up for 0_1 is its active c1, so 0_1's standby restores wherever it goes: c0 keeps
+    # 0_0 and c2 takes 0_1 instead (from scratch rather than from 50 000 behind). Loads stay, one round.
+    clients = {
+        "c0": ClientState(
+            "c0", 1, prev_standby=frozenset({"0_0", "0_1"}), task_lags={"0_0": 0, "0_1": 50_000}
+        ),
+        "c1": holder("c1", 4, ["0_1"]),
+        "c2": ClientState("c2", 2),
+        "c3": holder("c3", 1, ["0_0"]),
+    }
+    played = rounds(clients, ["0_0", "0_1"], AssignmentConfig(1, max_warmup_replicas=1))
+    result = played[0][1]
+    assert result.replicas("0_0", Role.STANDBY) == ["c0"]
+    assert result.replicas("0_1", Role.STANDBY) == ["c2"]
+    assert len(played) == 1
