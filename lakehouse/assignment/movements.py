@@ -75,8 +75,9 @@ def realize(
        caught up for (:func:`_relieve_idle`); targets still needed get warm-ups (:func:`_warm_up_targets`).
     2. Standby deferrals and trades (:class:`StandbyMoves`), repeated with shedding and floor filling
        until nothing moves.
-    3. Warm-ups for the planned clients of standbys kept elsewhere, where balance or tag diversity still
-       needs them (:func:`warm_up_standby_targets`).
+    3. Warm-ups for swapped targets whose standby slot went to a caught-up client, then for the planned
+       clients of standbys kept elsewhere, where balance or tag diversity still needs them
+       (:func:`warm_up_standby_targets`).
     4. The throttle on standbys that still restore while a caught-up client lacks the task
        (:meth:`StandbyMoves.throttle`).
     """
@@ -88,6 +89,7 @@ def realize(
     warmup: dict[str, list[str]] = {task: [] for task in ctx.stateful}
     deferred = 0
     waiting: list[tuple[str, str]] = []
+    swapped: list[tuple[str, str]] = []
     for task in order:
         target = active_targets[task]
         better = ctx.better_clients(task, target)
@@ -100,7 +102,7 @@ def realize(
         active_load[source] += 1
         if source in standby[task]:
             standby[task][standby[task].index(source)] = target
-            deferred += 1
+            swapped.append((task, target))
         else:
             waiting.append((task, target))
     _relieve_idle(ctx, active, standby, active_load)
@@ -117,6 +119,16 @@ def realize(
         shed = shed_restoring(ctx, active, standby, warmup)
         if not fill_under_floor(ctx, active, standby) and not moved and not shed:
             break
+    # A swapped target restores in its standby slot. If the slot went elsewhere and no standby of the task
+    # restores (nothing of it catches up by the next round), it needs a warm-up like a deferral without a
+    # swap; else the next assignment would repeat this one.
+    lost = [
+        (task, target)
+        for task, target in swapped
+        if target not in standby[task] and all(ctx.is_caught_up(task, p) for p in standby[task])
+    ]
+    deferred += len(swapped) - len(lost)
+    deferred += _warm_up_targets(ctx, lost, active, active_load, warmup, budget)
     deferred += warm_up_standby_targets(ctx, kept, active, standby, warmup, budget)
     deferred += StandbyMoves(ctx, active, standby, warmup, kept).throttle(order, budget)
     return Placement(
