@@ -389,14 +389,18 @@ def at_scale(assignor: Assignor) -> dict[str, dict[str, object]]:
 
 def simulated(assignor: Assignor) -> dict[str, dict[str, object]]:
     """The simulator's scenarios (24 tasks, 1 standby, zone tags, restore 50 000 of 100 000 offsets per
-    generation): sums over every step after the initial assignment, and the final skew."""
+    generation), and the scale-out again with 2 standbys (what issue 12's throttle costs): sums over every
+    step after the initial assignment, and the final skew."""
     config = AssignmentConfig(num_standby_replicas=1, rack_aware_assignment_tags=("zone",))
+    runs = [(scenario.name, scenario, config) for scenario in standard_scenarios()]
+    scale_out = next(scenario for name, scenario, _ in runs if name.startswith("scale out"))
+    runs.append((f"{scale_out.name}, 2 standbys", scale_out, replace(config, num_standby_replicas=2)))
     rows = {}
-    for scenario in standard_scenarios():
-        steps = simulate(scenario, config, assignor=assignor)[1:]
+    for name, scenario, run_config in runs:
+        steps = simulate(scenario, run_config, assignor=assignor)[1:]
         generations = [g for step in steps for g in step.generations]
         rounds = [step.converged_after for step in steps]
-        rows[scenario.name] = {
+        rows[name] = {
             "moves": sum(g.moves for g in generations),
             "active_moves": sum(g.active_moves for g in generations),
             "warmups": sum(g.warmups for g in generations),
@@ -646,9 +650,9 @@ def render(
         "",
         "### Iterated rebalances (the simulator's scenarios)",
         "",
-        "24 tasks, zone tags, 1 standby; a replica restores 50 000 of 100 000 offsets per generation. Sums",
-        "over every step after the initial assignment; rounds = generations until no probing, summed over",
-        "the steps.",
+        "24 tasks, zone tags, 1 standby (the last row 2); a replica restores 50 000 of 100 000 offsets per",
+        "generation. Sums over every step after the initial assignment; rounds = generations until no",
+        "probing, summed over the steps.",
         "",
         *_table(
             "scenario",
@@ -671,19 +675,14 @@ def render(
 
 
 def _checks(data: Mapping[str, dict]) -> list[str]:
-    """Issue 12's stickiness and speed criteria, from the figures above."""
+    """Issue 12's stickiness, speed and throttle criteria, from the figures above."""
     scale = data["ours"]["scale"]
     slowest = max(scale, key=lambda name: scale[name]["cpu"])
     random_stable = sum(run["stable"]["active_moves"] for run in data["ours"]["random"])
-    rounds = {
-        key: [[_value(run, None, key) for run in data[c]["random"]] for c in ("ours", "before")]
-        for key in ("rounds", "settled")
-    }
-    more = {
-        key: [i for i, (o, b) in enumerate(zip(*pair, strict=True)) if o > b] for key, pair in rounds.items()
-    }
     broken = [run["throttle_broken"] for run in data["before"]["random"]]
     ours_broken = sum(run["throttle_broken"] for run in data["ours"]["random"])
+    blind = scale["capacity-blind history"]["restoring_free"]
+    kafka = KAFKA_CAPACITY_BLIND_RESTORING
     return [
         "### Issue 12's criteria",
         "",
@@ -692,21 +691,49 @@ def _checks(data: Mapping[str, dict]) -> list[str]:
         f"- 0 active moves when nothing forces one: {scale['nothing changed']['active_moves']} at scale, "
         f"{random_stable} over the random instances' extra round: "
         f"{'met' if scale['nothing changed']['active_moves'] == 0 == random_stable else 'missed'}.",
-        *(
-            f"- {label} no more than before issue 12: more in {len(more[key])} of {len(rounds[key][0])} "
-            f"random instances (sum {sum(rounds[key][0]):.0f} vs {sum(rounds[key][1]):.0f}): "
-            f"{'met' if not more[key] else 'missed'}; in {sum(broken[i] > 0 for i in more[key])} of those "
-            f"{len(more[key])} the assignor before issue 12 breaks issue 12's throttle in some round."
-            for label, key in (("Rounds to converge", "rounds"), ("Rounds to settle", "settled"))
-        ),
         f"- Issue 12's throttle (standbys restoring while a caught-up client lacks the task, plus warm-ups, "
         f"at most max_warmup_replicas a round; such a standby only with a probing rebalance): broken in "
         f"{ours_broken} rounds by ours, {sum(broken)} by the assignor before issue 12 (in "
-        f"{sum(b > 0 for b in broken)} of {len(broken)} instances). Within it, balancing K standbys off "
-        "caught-up clients onto clients that must restore them takes ceil(K / max_warmup_replicas) rounds "
-        "before the converged one, where the assignor before issue 12 restored them all at once "
-        "(tests/assignment/test_convergence.py: 3 rounds instead of 1).",
+        f"{sum(b > 0 for b in broken)} of {len(broken)} instances): "
+        f"{'met' if not ours_broken else 'missed'}. At scale after the capacity-blind history {blind} such "
+        f"standbys, against {kafka} for Kafka's HighAvailabilityTaskAssignor (issue 12's side-by-side run, "
+        f"not re-run here): {'met' if blind <= kafka else 'missed'}.",
+        *_round_checks(data, broken),
     ]
+
+
+#: Standbys restoring while a caught-up client lacks the task after the capacity-blind history, for Kafka
+#: Streams 4.3.1's HighAvailabilityTaskAssignor, as issue 12 reports its side-by-side run.
+KAFKA_CAPACITY_BLIND_RESTORING = 27
+
+
+def _round_checks(data: Mapping[str, dict], broken: Sequence[int]) -> list[str]:
+    """Rounds to converge and to settle against the assignor before issue 12: over all random instances,
+    and over those where it respects issue 12's throttle in every round (elsewhere it converged sooner
+    by restoring more than the throttle allows, which ours declines to do)."""
+    lines = []
+    respecting = [i for i, count in enumerate(broken) if count == 0]
+    for label, key in (("Rounds to converge", "rounds"), ("Rounds to settle", "settled")):
+        ours, before = ([_value(run, None, key) for run in data[c]["random"]] for c in ("ours", "before"))
+        more = [i for i, (o, b) in enumerate(zip(ours, before, strict=True)) if o > b]
+        kept = [i for i in more if i in respecting]
+        lines.append(
+            f"- {label} no more than before issue 12: more in {len(more)} of {len(ours)} random instances "
+            f"(sum {sum(ours):.0f} vs {sum(before):.0f}): {'met' if not more else 'missed'}; in "
+            f"{len(more) - len(kept)} of those {len(more)} the assignor before issue 12 breaks the throttle "
+            f"in some round. Among the {len(respecting)} instances where it respects the throttle in every "
+            f"round: sum {sum(ours[i] for i in respecting):.0f} vs {sum(before[i] for i in respecting):.0f}, "
+            f"more in {len(kept)}{' (' + ', '.join(map(str, kept)) + ')' if kept else ''}: "
+            f"{'met' if not kept else 'missed'}."
+        )
+    lines.append(
+        "- Decision: issue 12's throttle is preferred to its 'no more rounds than today'. Balancing K "
+        "standbys off caught-up clients onto clients that must restore them takes ceil(K / "
+        "max_warmup_replicas) rounds before the converged one, where the assignor before issue 12 restored "
+        "them all at once (tests/assignment/test_convergence.py: 3 rounds instead of 1; the simulator's "
+        "scale-out with 2 standbys above). lakehouse/assignment/movements.py states the rule."
+    )
+    return lines
 
 
 def _rule_section(rule: Mapping[str, Mapping[str, int]], instances: int) -> list[str]:
