@@ -41,6 +41,7 @@ from delta.exceptions import (
     ConcurrentWriteException,
     DeltaConcurrentModificationException,
     MetadataChangedException,
+    ProtocolChangedException,
 )
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -249,6 +250,19 @@ class CommitLog:
         if batch_id is not None:
             options.update(txnAppId=self.app_id, txnVersion=str(batch_id))
         return options
+
+    def append(self, frame: DataFrame, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> None:
+        """Append ``frame`` as this writer's batch ``batch_id`` (:meth:`writer_options`), creating the table
+        if it does not exist. Writers that create the table at the same moment race for its first commit;
+        the loser's append is retried once (it is idempotent: Delta skips it if the batch is there)."""
+        options = self.writer_options(batch_id, state, **extra)
+        for attempt in range(2):
+            try:
+                frame.write.format("delta").mode("append").options(**options).save(self.path)
+                return
+            except ProtocolChangedException:
+                if attempt:
+                    raise
 
     def session(
         self,

@@ -54,7 +54,13 @@ def retention_check_off(spark: SparkSession) -> Iterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """How many hostile-input cases the run tried (tests/test_hostile_input.py), by outcome."""
+    """How many crash-injection points (tests/pipeline/test_crash_anywhere.py) and hostile-input cases
+    (tests/test_hostile_input.py) the run tried."""
+    crash = sys.modules.get("tests.pipeline.test_crash_anywhere")
+    if crash is not None and crash.POINTS:
+        terminalreporter.section("crash injection")
+        for kind, count in crash.POINTS.items():
+            terminalreporter.write_line(f"{count} injection points: {kind}, then a restart")
     hostile = sys.modules.get("tests.test_hostile_input")
     if hostile is None or not hostile.CASES:
         return

@@ -106,8 +106,7 @@ def asof_join_with_grace(
 
 def _append_to_sink(joined: DataFrame, sink: CommitLog, batch_id: int, cutoff_us: int | None) -> None:
     """Commit 1: the joined records, with the cutoff; skipped by Delta if the batch is already there."""
-    options = sink.writer_options(batch_id, {}, **{_CUTOFF: cutoff_us})
-    joined.write.format("delta").mode("append").options(**options).save(sink.path)
+    sink.append(joined, batch_id, {}, **{_CUTOFF: cutoff_us})
 
 
 def _write_pending(waiting: DataFrame, pending: CommitLog, batch_id: int) -> None:

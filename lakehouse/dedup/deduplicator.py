@@ -160,14 +160,8 @@ class Deduplicator:
             existing = cls.open(spark, path)
             settings.check_same(path, existing.settings)
             return existing
-        delta_ops.ensure_table(
-            spark,
-            path,
-            system_schema(),
-            partition_by=(BUCKET_COL,),
-            properties=settings.properties(),
-            created_with=delta_ops.CHANGE_FEED,
-        )
+        # The quarantine first: an index exists only with its quarantine, so a crash between the two
+        # commits leaves no index and the next create() makes both.
         if quarantine_path is not None:
             delta_ops.ensure_table(
                 spark,
@@ -176,6 +170,14 @@ class Deduplicator:
                 partition_by=(BATCH_COL,),
                 properties={"lakehouse.kind": QUARANTINE_KIND},
             )
+        delta_ops.ensure_table(
+            spark,
+            path,
+            system_schema(),
+            partition_by=(BUCKET_COL,),
+            properties=settings.properties(),
+            created_with=delta_ops.CHANGE_FEED,
+        )
         return cls(spark, path, settings)
 
     @classmethod
@@ -254,8 +256,7 @@ class Deduplicator:
         if stats.replayed or stats.late or stats.null_ids:
             rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
         sink_log = CommitLog(self.spark, sink, writer)
-        options = sink_log.writer_options(batch_id, {}, index=self.path)
-        rows.write.format("delta").mode("append").options(**options).save(sink)
+        sink_log.append(rows, batch_id, {}, index=self.path)
         self._after_commit("sink")
         self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
         return self._stats

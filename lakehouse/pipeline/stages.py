@@ -131,8 +131,7 @@ def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], Bat
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
         joined = asof_join_with_stats(batch, store, timestamp=spec.join_timestamp, prefix=spec.join_prefix)
         before = current_version(run.spark, tables.enriched)
-        options = CommitLog(run.spark, tables.enriched, ENRICH_APP_ID).writer_options(batch_id, {})
-        joined.frame.write.format("delta").mode("append").options(**options).save(tables.enriched)
+        CommitLog(run.spark, tables.enriched, ENRICH_APP_ID).append(joined.frame, batch_id, {})
         version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id)
         return BatchMetrics(
             spec.name,

@@ -1,0 +1,159 @@
+"""Crash anywhere (issue 17): the end-to-end pipeline crashed after every commit of every stage and table,
+restarted each time, ends with every table equal to an uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.pipeline import PipelineSpec, run_pipeline
+from lakehouse.pipeline.runner import stages_of
+from tests.crash import RaiseAfterCommit, commits, kill_after_commit
+from tests.pipeline.helpers import land, rate, spec, txn, write_config
+from tests.test_readme import ROOT
+
+#: Kills of the job's process group per run of the kill test (each a JVM start: about 15 s).
+KILLS = 2
+
+#: Injection points covered by this run's crash tests (printed in the run's summary, tests/conftest.py).
+POINTS: dict[str, int] = {}
+
+
+def _land_first(root: Path) -> None:
+    land(root / "landing" / "rates", "r0", [rate("EUR", 1.1, 0, 0), rate("GBP", 1.3, 1, 1)])
+    land(root / "landing" / "rates", "r1", [rate("EUR", 1.2, 10, 2), rate("GBP", None, 12, 3)])
+    land(
+        root / "landing" / "transactions",
+        "t0",
+        [txn(0, "EUR", 5, 0), txn(1, "GBP", 6, 1), txn(0, "EUR", 5, 0)],
+    )
+    land(root / "landing" / "transactions", "t1", [txn(2, "EUR", 12, 2), txn(0, "EUR", 7, 3)])
+
+
+def _land_second(root: Path) -> None:
+    land(root / "landing" / "transactions", "t2", [txn(3, "EUR", 95, 4), txn(2, "EUR", 12, 2)])
+    land(root / "landing" / "rates", "r2", [rate("EUR", 1.3, 94, 4)])
+
+
+#: Each stage takes all new input in one micro-batch: every kind of commit still comes (a batch on new
+#: tables, a batch on existing state), at half the restarts of one file per batch.
+ONE_BATCH = {"max_files_per_trigger": 0}
+
+
+def _spec(root: Path) -> PipelineSpec:
+    return spec(root, **ONE_BATCH)
+
+
+def _tables(spark: SparkSession, pipeline: PipelineSpec) -> dict[str, list[tuple[object, ...]]]:
+    """Every Delta table under the pipeline's root (by relative path): its rows, sorted."""
+    root = Path(pipeline.tables.root)
+    found = {}
+    for log in sorted(root.rglob("_delta_log")):
+        frame = spark.read.format("delta").load(str(log.parent))
+        found[str(log.parent.relative_to(root))] = sorted(
+            (tuple(map(repr, row)) for row in frame.collect()), key=str
+        )
+    return found
+
+
+#: Stages that resume after a crash (Structured Streaming checkpoints): their next commit is new. The others
+#: (maintain, assign) redo their commits when re-run, so each crash there moves one commit further.
+RESUMING = {"materialize", "ingest", "enrich"}
+
+
+def _crash_after_every_commit(spark: SparkSession, pipeline: PipelineSpec) -> int:
+    """Run each stage of the pipeline, crashing it after each of its commits and restarting it, until it
+    completes uncrashed; returns the number of crashes.
+
+    Commits made within one Py4J call (VACUUM's start and end) get one crash, after the last.
+    """
+    root = Path(pipeline.tables.root)
+    crashes = 0
+    for stage in stages_of("all", pipeline):
+        nth = 1
+        while True:
+            start = commits(root)
+            injector = RaiseAfterCommit(root, start + nth)
+            with injector.armed():
+                try:
+                    run_pipeline(spark, pipeline, stage, emit=lambda m: None)
+                except Exception:
+                    if injector.fired_at is None:
+                        raise
+            if injector.fired_at is None:
+                break
+            crashes += 1
+            assert crashes < 200, f"{stage} commits on every restart: a crash loop"
+            if stage not in RESUMING:
+                nth = injector.fired_at - start + 1
+    return crashes
+
+
+@pytest.mark.slow
+def test_an_exception_after_any_commit_then_a_restart_ends_as_an_uninterrupted_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    crashed, alone = _spec(tmp_path / "crashed"), _spec(tmp_path / "alone")
+    for root in (tmp_path / "crashed", tmp_path / "alone"):
+        _land_first(root)
+    run_pipeline(spark, alone, "all", emit=lambda m: None)
+    first = _crash_after_every_commit(spark, crashed)
+    assert _tables(spark, crashed) == _tables(spark, alone)
+
+    for root in (tmp_path / "crashed", tmp_path / "alone"):
+        _land_second(root)
+    run_pipeline(spark, alone, "all", emit=lambda m: None)
+    second = _crash_after_every_commit(spark, crashed)
+    assert _tables(spark, crashed) == _tables(spark, alone)
+    POINTS["exception after a commit"] = first + second
+    assert first + second > 20
+
+
+def _job(config: Path) -> list[str]:
+    return [sys.executable, "jobs/pipeline.py", "--pipeline", "tiny", "--config", str(config)]
+
+
+@pytest.mark.slow
+def test_a_killed_job_process_then_a_restart_ends_as_an_uninterrupted_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """SIGKILL of the job's Python and JVM after random commits (polled, so anywhere up to 10 ms later)."""
+    crashed, alone = tmp_path / "crashed", tmp_path / "alone"
+    for root in (crashed, alone):
+        _land_first(root)
+        _land_second(root)
+    run_pipeline(spark, _spec(alone), "all", emit=lambda m: None)
+    total = commits(Path(_spec(alone).tables.root))
+    config = write_config(crashed, **ONE_BATCH)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
+    env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    root = Path(_spec(crashed).tables.root)
+    # Kill points among the uninterrupted run's commits; a restart redoes some (maintain's VACUUM), so each
+    # is at least the next commit of the run so far.
+    targets = sorted(random.sample(range(1, total + 1), KILLS))
+    killed: list[int] = []
+    for target in targets:
+        killed_at, done = kill_after_commit(
+            _job(config),
+            root,
+            max(target, commits(root) + 1),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        if killed_at is None:  # the job finished first: the next run only checks
+            assert done.returncode == 0, done.stderr[-3000:]
+            break
+        killed.append(killed_at)
+    done = subprocess.run(_job(config), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _tables(spark, _spec(crashed)) == _tables(spark, _spec(alone)), f"killed after commits {killed}"
+    POINTS["killed process after a random commit"] = len(killed)
+    assert killed, f"no kill: the job made fewer than {targets[0]} commits"
