@@ -1,8 +1,9 @@
 """The quality job: run the suite of each state table, record the results in Delta, build Data Docs.
 
 :func:`run_quality` is what ``jobs/quality.py``, ``lakehouse quality`` and the demo call. Each table is
-read at its current version (recorded with the results), reduced to its rule-breaking rows in one Spark
-pass, and validated by Great Expectations; nothing of the table is collected to the driver (at most 200
+read at its current version (recorded with the results), reduced to its rule-breaking rows (one Spark pass;
+a versioned store's is a per-key aggregate, then a window over the keys it cannot certify), and validated
+by Great Expectations; nothing of the table is collected to the driver (at most 200
 offending rows per rule, of which 5 keys are kept).
 """
 

@@ -29,7 +29,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class TableCheck:
-    """A table's rules and its violations (lazy: one Spark pass over the table computes them)."""
+    """A table's rules and its violations (lazy: computing them reads the table once more; building them
+    may have run a job already, as the versioned suite's per-key aggregate does)."""
 
     kind: str
     rules: tuple[Rule, ...]

@@ -1,6 +1,8 @@
 """The suite of a versioned store (``lakehouse.kind = versioned_store``).
 
-One window over the store (per key, by ``valid_from``) flags every row that breaks a rule:
+One hash aggregate per key first certifies the keys whose versions form a sound chain and break no row
+rule (:mod:`lakehouse.quality._version_chains`); a window over the other keys' versions (per key, by
+``valid_from``) then flags every row that breaks a rule:
 
 - ``unique_key_valid_from``: no two versions share ``(key, valid_from)``.
 - ``valid_from_before_valid_to``: ``valid_from < valid_to`` wherever ``valid_to`` is set.
@@ -18,9 +20,13 @@ One window over the store (per key, by ``valid_from``) flags every row that brea
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+import operator
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from lakehouse.quality._version_chains import uncertified_keys
 from lakehouse.quality.rules import Rule, key_text, violation_rows
 from lakehouse.versioned._plan import VALID_FROM, VALID_TO
 from lakehouse.versioned.segments import SEGMENT_COL, segment_column
@@ -36,6 +42,8 @@ TOUCH = Rule(
 )
 ONE_OPEN = Rule("one_open_version", "exactly one open version (valid_to IS NULL) per key")
 SEGMENT = Rule("segment_of_valid_to", "segment = floor(valid_to / segment_interval), NULL when open")
+#: Up to this many uncertified keys are broadcast to the window pass's join, more are shuffled.
+_BROADCAST_KEYS = 100_000
 
 
 def expiry_rule(bound: int | None) -> Rule:
@@ -51,11 +59,43 @@ def expiry_rule(bound: int | None) -> Rule:
 def versioned_violations(
     table: DataFrame, settings: StoreSettings, expired_below: int | None, horizon_us: int | None
 ) -> DataFrame:
-    """The rows of a versioned store's ``table`` that break a rule, as violation rows (one window pass).
+    """The rows of a versioned store's ``table`` that break a rule, as violation rows.
 
-    ``horizon_us`` is the store's ``stream_time - R`` (None before the first put): a gap between versions
-    that ends at or before it is not a violation.
+    Runs one Spark job now: the per-key aggregate, whose uncertified keys are checkpointed. The window
+    pass over those keys' versions is lazy; with no such key (a sound store) the result is empty without
+    it. ``horizon_us`` is the store's ``stream_time - R`` (None before the first put): a gap between
+    versions that ends at or before it is not a violation.
     """
+    keys = list(settings.keys)
+    rows = _row_flags(settings, expired_below)
+    any_row_broken = rows[BOUNDS.name] | rows[SEGMENT.name] | rows[expiry_rule(None).name]
+    suspects = uncertified_keys(table, keys, any_row_broken, horizon_us).localCheckpoint()
+    count = suspects.count()
+    if count == 0:
+        return _window_violations(table.limit(0), settings, expired_below, horizon_us)
+    suspects = suspects.toDF(*[f"_suspect_{i}" for i in range(len(keys))])
+    if count <= _BROADCAST_KEYS:
+        suspects = F.broadcast(suspects)
+    same_key = [table[key].eqNullSafe(suspects[f"_suspect_{i}"]) for i, key in enumerate(keys)]
+    suspect_rows = table.join(suspects, reduce(operator.and_, same_key), "left_semi")
+    return _window_violations(suspect_rows, settings, expired_below, horizon_us)
+
+
+def _row_flags(settings: StoreSettings, expired_below: int | None) -> dict[str, Column]:
+    """The rules a row breaks on its own, by rule name (NULL counts as not broken)."""
+    valid_to, segment = F.col(VALID_TO), F.col(SEGMENT_COL)
+    expired = segment < F.lit(expired_below) if expired_below is not None else F.lit(False)
+    return {
+        BOUNDS.name: valid_to <= F.col(VALID_FROM),
+        SEGMENT.name: ~segment.eqNullSafe(segment_column(valid_to, settings.interval_us)),
+        expiry_rule(None).name: expired,
+    }
+
+
+def _window_violations(
+    table: DataFrame, settings: StoreSettings, expired_below: int | None, horizon_us: int | None
+) -> DataFrame:
+    """Every rule's violation rows among ``table``'s versions (whole keys), by one window per key."""
     keys = list(settings.keys)
     by_time = Window.partitionBy(*keys).orderBy(F.col(VALID_FROM).asc())
     whole_key = by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
@@ -63,20 +103,20 @@ def versioned_violations(
     previous_from = F.lag(VALID_FROM, 1).over(by_time)
     next_from = F.lead(VALID_FROM, 1).over(by_time)
     open_versions = F.sum(valid_to.isNull().cast("int")).over(whole_key)
-    expired = segment < F.lit(expired_below) if expired_below is not None else F.lit(False)
     readable_gap = F.unix_micros(next_from) > F.lit(horizon_us) if horizon_us is not None else F.lit(True)
+    rows = _row_flags(settings, expired_below)
     flagged = table.select(
         *keys,
         VALID_FROM,
         VALID_TO,
         SEGMENT_COL,
         (previous_from == F.col(VALID_FROM)).alias(UNIQUE.name),
-        (valid_to <= F.col(VALID_FROM)).alias(BOUNDS.name),
+        rows[BOUNDS.name].alias(BOUNDS.name),
         (next_from.isNotNull() & (valid_to.isNull() | (valid_to > next_from))).alias(NO_OVERLAP.name),
         ((valid_to < next_from) & readable_gap).alias(TOUCH.name),
         (next_from.isNull() & (open_versions != 1)).alias(ONE_OPEN.name),
-        (~segment.eqNullSafe(segment_column(valid_to, settings.interval_us))).alias(SEGMENT.name),
-        expired.alias(expiry_rule(None).name),
+        rows[SEGMENT.name].alias(SEGMENT.name),
+        rows[expiry_rule(None).name].alias(expiry_rule(None).name),
     )
     detail = F.format_string("valid_from=%s valid_to=%s segment=%s", F.col(VALID_FROM), valid_to, segment)
     return violation_rows(flagged, versioned_rules(expired_below), key_text(keys), detail)
