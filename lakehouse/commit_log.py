@@ -125,7 +125,7 @@ class CommitLog:
 
         Version and batch id come from one snapshot; the state from the newest commits at or below it.
         """
-        snapshot = self._snapshot()
+        snapshot = latest_snapshot(self.spark, self.path)
         version = int(snapshot.version())
         if version < 0:
             raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
@@ -290,7 +290,7 @@ class CommitLog:
 
         Call it right before a commit planned from ``read_version``; :meth:`guard` covers the commit itself.
         """
-        current = int(self._snapshot().version())
+        current = int(latest_snapshot(self.spark, self.path).version())
         if current != read_version:
             raise ConcurrentWriteError(self.path, step, read_version, self._describe(read_version + 1))
 
@@ -304,13 +304,6 @@ class CommitLog:
             raise ConcurrentWriteError(self.path, step, read_version, other) from error
 
     # ------------------------------------------------------------------ internals
-    def _snapshot(self) -> Any:
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.path)
-        none = jvm.scala.Option.empty()
-        return log.update(False, none, none)
-
     def _describe(self, version: int) -> str:
         """``version N (OPERATION, batch B of APP)`` of a commit, as far as the history tells."""
         row = (
@@ -325,6 +318,19 @@ class CommitLog:
         meta = parse_metadata(row["userMetadata"]) or {}
         by = f", batch {meta.get('batch_id')} of {meta.get('app_id')}" if meta else ""
         return f"version {version} ({row['operation']}{by})"
+
+
+def latest_snapshot(spark: SparkSession, path: str) -> Any:
+    """The JVM ``Snapshot`` of the Delta table at ``path`` as of its newest commit.
+
+    Delta caches a table's log per session: this reads only the commits after the cached snapshot (none
+    when this process wrote the last one), and its version, metadata and protocol need no Spark job.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    none = jvm.scala.Option.empty()
+    return log.update(False, none, none)
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:

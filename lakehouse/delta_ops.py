@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -18,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import METADATA_KEY, CommitLog
+from lakehouse.commit_log import METADATA_KEY, CommitLog, latest_snapshot
 from lakehouse.errors import (
     InvalidInputError,
     LakehouseInternalError,
@@ -113,17 +114,17 @@ def check_table_settings(
     properties: Mapping[str, str],
 ) -> None:
     """Raise :class:`StoreSettingsConflictError` if the table differs from what is asked for."""
-    detail = table_detail(spark, path)
+    metadata = table_metadata(spark, path)
     existing_schema = spark.read.format("delta").load(path).schema
     if _columns(existing_schema) != _columns(schema):
         raise StoreSettingsConflictError(
             path, "schema", existing_schema.simpleString(), schema.simpleString()
         )
-    if tuple(detail["partitionColumns"]) != tuple(partition_by):
+    if metadata.partition_columns != tuple(partition_by):
         raise StoreSettingsConflictError(
-            path, "partitioning", ",".join(detail["partitionColumns"]), ",".join(partition_by)
+            path, "partitioning", ",".join(metadata.partition_columns), ",".join(partition_by)
         )
-    existing = detail["properties"]
+    existing = metadata.properties
     for key, value in properties.items():
         if existing.get(key) != value:
             raise StoreSettingsConflictError(path, key, str(existing.get(key)), value)
@@ -133,17 +134,35 @@ def _columns(schema: T.StructType) -> list[tuple[str, T.DataType]]:
     return [(f.name, f.dataType) for f in schema.fields]
 
 
-def table_detail(spark: SparkSession, path: str) -> dict[str, Any]:
-    """``DESCRIBE DETAIL`` of the table as a dict (one row of metadata)."""
-    row = DeltaTable.forPath(spark, path).detail().first()
-    if row is None:
-        raise LakehouseInternalError(f"DESCRIBE DETAIL of {path} returned no row")
-    return row.asDict(recursive=True)
+@dataclass(frozen=True)
+class TableMetadata:
+    """What a Delta table's metadata action says: its id, properties and partition columns."""
+
+    id: str
+    properties: dict[str, str]
+    partition_columns: tuple[str, ...]
+
+
+def table_metadata(spark: SparkSession, path: str) -> TableMetadata:
+    """The metadata of the table's newest snapshot.
+
+    Read from the snapshot Delta keeps per session (no Spark job, unlike ``DESCRIBE DETAIL``, which also
+    counts the snapshot's files).
+    """
+    metadata = latest_snapshot(spark, path).metadata()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    convert = jvm.scala.jdk.javaapi.CollectionConverters
+    return TableMetadata(
+        id=str(metadata.id()),
+        properties={str(k): str(v) for k, v in dict(convert.asJava(metadata.configuration())).items()},
+        partition_columns=tuple(str(c) for c in convert.asJava(metadata.partitionColumns())),
+    )
 
 
 def table_properties(spark: SparkSession, path: str, prefix: str = PROPERTY_PREFIX) -> dict[str, str]:
     """The table's properties whose key starts with ``prefix``."""
-    props: dict[str, str] = table_detail(spark, path)["properties"]
+    props = table_metadata(spark, path).properties
     return {k: v for k, v in props.items() if k.startswith(prefix)}
 
 
@@ -201,7 +220,7 @@ def drop_partitions_below(
     Raises:
         InvalidInputError: ``column`` is not a partition column of the table (the delete would scan data).
     """
-    partition_columns = table_detail(log.spark, log.path)["partitionColumns"]
+    partition_columns = table_metadata(log.spark, log.path).partition_columns
     if column not in partition_columns:
         raise InvalidInputError(f"{column!r} is not a partition column of {log.path} ({partition_columns})")
     table = DeltaTable.forPath(log.spark, log.path)
@@ -238,11 +257,12 @@ def last_drop_bound(spark: SparkSession, path: str, app_id: str, up_to_version: 
 
 
 def latest_version(table: DeltaTable) -> int:
-    """The table's current version."""
-    row = table.history(1).select("version").first()
-    if row is None:
+    """The table's current version (from the session's snapshot of its log: no Spark job)."""
+    none = table._spark.sparkContext._jvm.scala.Option.empty()  # type: ignore[union-attr]
+    version = int(table._jdt.deltaLog().update(False, none, none).version())
+    if version < 0:
         raise LakehouseInternalError("a Delta table without a commit")
-    return int(row["version"])
+    return version
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -81,7 +81,7 @@ def asof_join_with_grace(
     if not DeltaTable.isDeltaTable(spark, pending_path):
         CommitLog(spark, pending_path, APP_ID).check_new(batch_id, None)  # a bad batch id creates nothing
         stream_df.limit(0).write.format("delta").save(pending_path)
-    writer = f"{APP_ID}:{delta_ops.table_detail(spark, pending_path)['id']}"
+    writer = f"{APP_ID}:{delta_ops.table_metadata(spark, pending_path).id}"
     pending, sink = CommitLog(spark, pending_path, writer), CommitLog(spark, sink_path, writer)
     recorded = pending.read()
     if not pending.check_new(batch_id, recorded.last_batch_id):

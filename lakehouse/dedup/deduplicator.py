@@ -88,6 +88,9 @@ from lakehouse.schemas import load_schema, require_columns
 from lakehouse.times import from_micros, require_representable, timestamp_sql
 
 APP_ID = "lakehouse.dedup"
+#: Commit metadata field of an index MERGE: the lowest bucket it writes (that of its oldest new entry),
+#: so an index whose newest purge and later MERGEs are retained knows its lowest bucket without a scan.
+LOWEST_BUCKET = "lowest_bucket"
 QUARANTINE_KIND = "dedup_quarantine"
 _STREAM_TIME = "stream_time_us"
 _RECORD_COLUMNS = T.StructType(
@@ -412,7 +415,8 @@ class Deduplicator:
                 empty.write.format("delta").mode("append").options(**options).save(self.path)
             return
         low_us, high_us = min(lo for lo, _ in saved_us), max(hi for _, hi in saved_us)
-        session = self._log.session(batch_id, state, **extra)
+        lowest = {LOWEST_BUCKET: low_us // self.settings.bucket_us}
+        session = self._log.session(batch_id, state, **extra, **lowest)
         with self._log.guard(read_version, step):
             (
                 DeltaTable.forPath(session, self.path)
@@ -484,7 +488,7 @@ class Deduplicator:
     def _writer_id(self) -> str:
         """The app id this index's batches carry in the tables it shares: quarantine and sink."""
         if self._writer is None:
-            self._writer = f"{APP_ID}:{delta_ops.table_detail(self.spark, self.path)['id']}"
+            self._writer = f"{APP_ID}:{delta_ops.table_metadata(self.spark, self.path).id}"
         return self._writer
 
     def _check_writable(self) -> None:

@@ -60,8 +60,10 @@ class PipelineSpec:
         join_timestamp / join_prefix / grace: The as-of join of the deduplicated records with the store:
             their event-time column, a prefix for the added columns, and an optional grace period
             (KIP-923; "" = join at once).
-        optimize_min_files: ``maintain`` compacts a sink or index (``OPTIMIZE``) once it has this many
-            files (0 = never).
+        optimize_min_files: ``maintain`` compacts a table (``OPTIMIZE``) once the commits since its last
+            OPTIMIZE added this many files (0 = never).
+        vacuum_interval: ``maintain`` VACUUMs the store at most once per this interval (and only once the
+            store is older than its file retention); 0 = whenever it runs.
         assignment_root: Folder of an assignment store the ``assign`` stage assigns ("" = no such stage).
     """
 
@@ -92,6 +94,7 @@ class PipelineSpec:
     join_prefix: str = ""
     grace: timedelta | None = None
     optimize_min_files: int = 16
+    vacuum_interval: timedelta = timedelta(days=1)
     assignment_root: str = ""
 
     def __post_init__(self) -> None:
@@ -107,6 +110,8 @@ class PipelineSpec:
                 raise InvalidConfigError(key, f"must be >= 0, got {getattr(self, key)}")
         if self.optimize_min_files < 0:
             raise InvalidConfigError("optimize_min_files", f"must be >= 0, got {self.optimize_min_files}")
+        if self.vacuum_interval < timedelta(0):
+            raise InvalidConfigError("vacuum_interval", f"must be >= 0, got {self.vacuum_interval}")
         if self.changelog and (not self.store_key or not self.store_values):
             raise InvalidConfigError(
                 "store_key", "a pipeline with a changelog names store_key and store_values"

@@ -3,7 +3,7 @@
 ``ingest``      records source -> Deduplicator.run (seen-ID index, quarantine) -> ``deduped`` sink
 ``materialize`` changelog source -> VersionedStore.put_all -> ``store``
 ``enrich``      ``deduped`` (a Delta stream) -> as-of join with ``store`` (optional grace) -> ``enriched``
-``maintain``    expire + VACUUM the store, purge the index, OPTIMIZE tables with many small files
+``maintain``    expire + VACUUM the store, purge the index, OPTIMIZE tables with many new files: when due
 ``assign``      assign the latest subscriptions of the assignment store (when the spec names one)
 
 The streaming stages write only through batch-id-keyed commits (see :mod:`lakehouse.pipeline.stream`).
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 
-from lakehouse import delta_ops
 from lakehouse.asof.grace import asof_join_with_grace
 from lakehouse.asof.join import asof_join_with_stats
 from lakehouse.assignment.job import assign_generation
@@ -25,10 +25,13 @@ from lakehouse.assignment.store import AssignmentStore
 from lakehouse.commit_log import CommitLog
 from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
+from lakehouse.history import recent_commits
+from lakehouse.pipeline.due import Due, expire_due, optimize_due, purge_due, vacuum_due
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
 from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import Run, run_stream
+from lakehouse.replica.registry import file_retention_hours
 from lakehouse.versioned.records import PutAllResult
 from lakehouse.versioned.store import VersionedStore
 
@@ -179,37 +182,46 @@ def _join_with_grace(run: Run, store: VersionedStore) -> Callable[[DataFrame, in
 
 
 def maintain(run: Run) -> list[BatchMetrics]:
-    """Expire and VACUUM the store, purge the dedup index, compact tables of many small files."""
+    """Expire and VACUUM the store, purge the dedup index, compact tables of many small files: each task
+    only when it is due (:mod:`lakehouse.pipeline.due`); ``details["skipped"]`` says why the others were not.
+    """
     spark, spec, tables = run.spark, run.spec, run.spec.tables
     start = time.monotonic()
     details: dict[str, object] = {}
+    skipped: dict[str, str] = {}
+
+    def when(task: str, due: Due) -> bool:
+        if not due:
+            skipped[task] = due.reason
+        return due.due
+
     if DeltaTable.isDeltaTable(spark, tables.store):
         store = VersionedStore.open(spark, tables.store)
-        expired = store.expire()
-        details["expired_versions"] = expired.removed_rows
-        details["vacuumed_files"] = store.vacuum()
+        commits = recent_commits(spark, tables.store)
+        if when("expire", expire_due(store, commits)):
+            details["expired_versions"] = store.expire().removed_rows
+            commits = recent_commits(spark, tables.store)
+        retention = timedelta(hours=file_retention_hours(spark, tables.store))
+        if when("vacuum", vacuum_due(commits, retention, spec.vacuum_interval, datetime.now(UTC))):
+            details["vacuumed_files"] = store.vacuum()
     if DeltaTable.isDeltaTable(spark, tables.dedup_index):
-        details["purged_entries"] = Deduplicator.open(spark, tables.dedup_index).purge().rows_removed
-    compacted = [
-        path.rsplit("/", 1)[-1]
-        for path in (tables.deduped, tables.enriched, tables.store, tables.dedup_index, tables.quarantine)
-        if _optimize_if_fragmented(run, path)
-    ]
+        dedup = Deduplicator.open(spark, tables.dedup_index)
+        if when("purge", purge_due(dedup, recent_commits(spark, tables.dedup_index))):
+            details["purged_entries"] = dedup.purge().rows_removed
+    compacted = []
+    for path in (tables.deduped, tables.enriched, tables.store, tables.dedup_index, tables.quarantine):
+        name = path.rsplit("/", 1)[-1]
+        if DeltaTable.isDeltaTable(spark, path) and when(
+            f"optimize {name}", optimize_due(recent_commits(spark, path), spec.optimize_min_files)
+        ):
+            DeltaTable.forPath(spark, path).optimize().executeCompaction()
+            compacted.append(name)
     details["optimized"] = ",".join(compacted) or "none"
+    if skipped:
+        details["skipped"] = skipped
     metrics = BatchMetrics(spec.name, "maintain", None, seconds=time.monotonic() - start, details=details)
     run.emit(metrics)
     return [metrics]
-
-
-def _optimize_if_fragmented(run: Run, path: str) -> bool:
-    """OPTIMIZE (bin-packing, ``dataChange=false``) once the table has ``optimize_min_files`` files."""
-    threshold = run.spec.optimize_min_files
-    if not threshold or not DeltaTable.isDeltaTable(run.spark, path):
-        return False
-    if int(delta_ops.table_detail(run.spark, path)["numFiles"]) < threshold:
-        return False
-    DeltaTable.forPath(run.spark, path).optimize().executeCompaction()
-    return True
 
 
 def assign(run: Run) -> list[BatchMetrics]:

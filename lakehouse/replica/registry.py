@@ -103,7 +103,7 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
     source_path = resolve_path(source_path)
     now = now or datetime.now(UTC)
     table = DeltaTable.forPath(spark, source_path)
-    hours = _default_retention_hours(spark, source_path)
+    hours = file_retention_hours(spark, source_path)
     horizon = now - timedelta(hours=hours)
     commits = _history.source_commits(spark, source_path)
     times = {c.version: c.timestamp.replace(tzinfo=UTC) for c in commits}
@@ -136,9 +136,9 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
     return VacuumReport(deleted, hours, tuple(protected), tuple(beyond), ())
 
 
-def _default_retention_hours(spark: SparkSession, path: str) -> float:
+def file_retention_hours(spark: SparkSession, path: str) -> float:
     """The table's ``delta.deletedFileRetentionDuration`` in hours (Delta's default: one week)."""
-    text = delta_ops.table_detail(spark, path)["properties"].get("delta.deletedFileRetentionDuration")
+    text = delta_ops.table_metadata(spark, path).properties.get("delta.deletedFileRetentionDuration")
     if text is None:
         return 7 * 24.0
     row = spark.sql(f"SELECT unix_micros(TIMESTAMP'1970-01-01 00:00:00Z' + {text}) AS us").first()

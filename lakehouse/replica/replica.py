@@ -120,8 +120,8 @@ class Replica:
         source_path, replica_path = resolve_path(source_path), resolve_path(replica_path)
         if max_lag < timedelta(0):
             raise InvalidInputError(f"max_lag must be >= 0, got {max_lag}")
-        detail = delta_ops.table_detail(spark, source_path)
-        properties = dict(detail["properties"])
+        metadata = delta_ops.table_metadata(spark, source_path)
+        properties = dict(metadata.properties)
         kind = source_kind(source_path, properties)
         if properties.get(CDF_PROPERTY) != "true":
             if not enable_change_data_feed:
@@ -134,8 +134,8 @@ class Replica:
                     replica_path, f"it replicates {replica.source_path} shard {replica.shard}, not {shard}"
                 )
         else:
-            replica = cls(spark, source_path, replica_path, shard, str(detail["id"]))
-            replica._create_table(kind, properties, tuple(detail["partitionColumns"]))
+            replica = cls(spark, source_path, replica_path, shard, metadata.id)
+            replica._create_table(kind, properties, metadata.partition_columns)
         register(spark, source_path, replica_path, str(shard) if shard else "all", max_lag)
         return replica
 
@@ -292,14 +292,14 @@ class Replica:
         return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.source_path))
 
     def _current_source_id(self) -> str:
-        """The source table's id now (one DESCRIBE DETAIL, which also refreshes what :meth:`_kind` knows)."""
-        detail = delta_ops.table_detail(self.spark, self.source_path)
-        self._source_id_now = str(detail["id"])
+        """The source table's id now (its newest metadata, which also refreshes what :meth:`_kind` knows)."""
+        metadata = delta_ops.table_metadata(self.spark, self.source_path)
+        self._source_id_now = metadata.id
         self._source = (
-            source_kind(self.source_path, dict(detail["properties"])),
-            tuple(detail["partitionColumns"]),
+            source_kind(self.source_path, dict(metadata.properties)),
+            metadata.partition_columns,
         )
-        return str(detail["id"])
+        return metadata.id
 
     def _kind(self) -> SourceKind:
         if self._source is None:

@@ -61,6 +61,9 @@ from lakehouse.versioned.segments import (
 from lakehouse.versioned.settings import KIND, StoreSettings, table_schema
 
 APP_ID = "lakehouse.versioned_store"
+#: Commit metadata field of a MERGE: no partition it writes is below this segment, so a store whose
+#: newest drop and later MERGEs are retained knows its lowest segment without reading data.
+LOWEST_SEGMENT = "lowest_segment"
 _STREAM_TIME = "stream_time_us"
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
 _DEFAULT_FILE_RETENTION = timedelta(days=7)
@@ -388,7 +391,11 @@ class VersionedStore:
         )
         every_column = {f"`{c}`": f"s.`{c}`" for c in (*keys, *_plan.SYSTEM_COLUMNS, *values)}
         bounds_only = {VALID_TO: f"s.{VALID_TO}", SEGMENT_COL: f"s.{SEGMENT_COL}"}
-        session = self._log.session(batch_id, state, {_MATERIALIZE_SOURCE: "none"}, **counts)
+        # Every partition this commit writes is at or above it (see LOWEST_SEGMENT).
+        lowest = max(min_segment, segment_of(horizon_us, self.settings.interval_us))
+        session = self._log.session(
+            batch_id, state, {_MATERIALIZE_SOURCE: "none"}, **counts, **{LOWEST_SEGMENT: lowest}
+        )
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
         self._log.require_unchanged(read_version, step)
         with self._log.guard(read_version, step):

@@ -110,7 +110,7 @@ def test_one_commit_per_table_per_generation_partitioned_by_generation(
     for path in (store.subscriptions_path, store.assignment_path):
         commits = CommitLog(spark, path, APP_ID).commits().orderBy("version").collect()
         assert [row["batch_id"] for row in commits] == [1, 2]
-        assert delta_ops.table_detail(spark, path)["partitionColumns"] == ["generation"]
+        assert delta_ops.table_metadata(spark, path).partition_columns == ("generation",)
         assert delta_ops.table_properties(spark, path)["lakehouse.num_standby_replicas"] == "1"
     assert store.config == DEMO_CONFIG
 

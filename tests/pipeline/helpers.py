@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -93,12 +93,13 @@ _FAST_SPARK = {
 }
 
 
-def write_config(tmp_path: Path, **overrides: Any) -> Path:
-    """A configuration file (``tmp_path/lakehouse.toml``): a ``local`` profile and :func:`spec`'s pipeline as
-    ``[pipeline.tiny]``, for the ``jobs/`` entry points (``--config``)."""
+def write_config(tmp_path: Path, spark_confs: Mapping[str, str] | None = None, **overrides: Any) -> Path:
+    """A configuration file (``tmp_path/lakehouse.toml``): a ``local`` profile (plus ``spark_confs``) and
+    :func:`spec`'s pipeline as ``[pipeline.tiny]``, for the ``jobs/`` entry points (``--config``)."""
     values = {"root": str(tmp_path / "wh" / "tiny"), **spec_values(tmp_path, **overrides)}
+    confs = {**_FAST_SPARK, **(spark_confs or {})}
     lines = ["[local]", f"warehouse = {json.dumps(str(tmp_path / 'wh'))}", "shuffle_partitions = 2", ""]
-    lines += ["[local.spark]", *(f'"{key}" = "{value}"' for key, value in _FAST_SPARK.items()), ""]
+    lines += ["[local.spark]", *(f'"{key}" = "{value}"' for key, value in confs.items()), ""]
     lines += ["[pipeline.tiny]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
     path = tmp_path / "lakehouse.toml"

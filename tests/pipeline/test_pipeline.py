@@ -15,9 +15,13 @@ from pyspark.sql import types as T
 
 from lakehouse import VersionedStore
 from lakehouse.commit_log import CommitLog
+from lakehouse.delta_ops import session_confs
 from lakehouse.pipeline import BatchMetrics, run_pipeline, stream
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
+
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+ZERO = timedelta(0)
 
 
 class CrashError(Exception):
@@ -81,14 +85,18 @@ def test_second_run_sees_new_files_only_and_a_crashed_batch_reruns_exactly_once(
 
 @pytest.mark.slow
 def test_maintain_job_prints_only_its_json_line(spark: SparkSession, tmp_path: Path) -> None:
-    """Delta's VACUUM prints a line on the JVM's console: the job's stdout still holds only JSON lines."""
+    """Delta's VACUUM prints a line on the JVM's console: the job's stdout still holds only JSON lines.
+
+    The store keeps no removed files (a file retention of 0), so VACUUM is due at once."""
     store = spec(tmp_path).tables.store
     schema = T.StructType([T.StructField("currency", T.StringType()), T.StructField("rate", T.DoubleType())])
-    VersionedStore.create(spark, store, "currency", schema, timedelta(hours=1))
+    with session_confs(spark, {RETENTION_CHECK: "false"}):
+        VersionedStore.create(spark, store, "currency", schema, timedelta(hours=1), file_retention=ZERO)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
     env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    config = write_config(tmp_path, spark_confs={RETENTION_CHECK: "false"})
     done = subprocess.run(
-        [sys.executable, "jobs/maintain.py", "--pipeline", "tiny", "--config", str(write_config(tmp_path))],
+        [sys.executable, "jobs/maintain.py", "--pipeline", "tiny", "--config", str(config)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -140,3 +148,34 @@ def test_a_batch_that_loses_a_commit_race_is_retried_and_the_tables_end_as_an_un
     ):
         paths = [getattr(p.tables, name) for p in (raced, alone)]
         assert _rows(spark, paths[0], *columns) == _rows(spark, paths[1], *columns), name
+
+
+@pytest.mark.slow
+def test_maintain_expires_only_when_stream_time_crossed_a_segment_past_stored_data(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Each maintenance task runs when due and says why it skipped the others (from commit metadata)."""
+    landing = tmp_path / "landing"
+    land(landing / "rates", "r0", [rate("EUR", 1.1, 0, 0)])
+    land(landing / "rates", "r1", [rate("EUR", 1.2, 10, 1)])
+    land(landing / "transactions", "t0", [txn(0, "EUR", 5, 0)])
+    pipeline = spec(tmp_path)
+    for stage in ("materialize", "ingest"):
+        run_pipeline(spark, pipeline, stage, emit=lambda m: None)
+
+    def maintain() -> dict[str, object]:
+        [metrics] = run_pipeline(spark, pipeline, "maintain", emit=lambda m: None)
+        return dict(metrics.details)
+
+    first = maintain()  # stream time 00:10, R 1 h: nothing is expired yet, the store is new
+    skipped = first["skipped"]
+    assert isinstance(skipped, dict) and "expired_versions" not in first and "purged_entries" not in first
+    assert "<= lowest stored segment" in skipped["expire"] and "<= lowest stored bucket" in skipped["purge"]
+    assert "file retention" in skipped["vacuum"] and "optimize store" in skipped
+
+    land(landing / "rates", "r2", [rate("EUR", 1.3, 200, 2)])  # 00:10 -> 03:20: EUR@00:00 expires
+    run_pipeline(spark, pipeline, "materialize", emit=lambda m: None)
+    second = maintain()
+    assert second["expired_versions"] == 1 and "expire" not in second["skipped"]  # type: ignore[operator]
+    third = maintain()
+    assert "expired_versions" not in third and "expire" in third["skipped"]  # type: ignore[operator]

@@ -1,0 +1,100 @@
+"""Whether each task of the ``maintain`` stage is due, decided from small metadata only.
+
+Each decision reads the table's newest commits (:func:`lakehouse.history.recent_commits`), its stream
+times and properties: never its data. A task that is not due would find nothing to do (or, for VACUUM,
+ran within ``vacuum_interval``); when the commits cannot tell, the task is due.
+
+- **expire** (versioned store): due when the first live segment (``floor((stream_time - R) /
+  interval)``) is above the lowest segment the store may hold: the bound of its newest expiry, or the
+  lowest segment a MERGE since then wrote (each records it), so only when stream time crossed a segment
+  boundary past stored data.
+- **purge** (seen-ID index): likewise with the first live bucket and the buckets the index's MERGEs wrote.
+- **vacuum** (versioned store): due unless a VACUUM ended less than ``vacuum_interval`` ago, or the table
+  is younger than its file retention (no file can be old enough to delete).
+- **optimize** (any table): due when the commits since its last OPTIMIZE added ``optimize_min_files``
+  files or more (the files compaction would merge).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from lakehouse.dedup.deduplicator import APP_ID as DEDUP_APP_ID
+from lakehouse.dedup.deduplicator import LOWEST_BUCKET, Deduplicator
+from lakehouse.history import Commit, lowest_partition, reaches_creation
+from lakehouse.times import micros
+from lakehouse.versioned.segments import first_live_segment
+from lakehouse.versioned.store import APP_ID as STORE_APP_ID
+from lakehouse.versioned.store import LOWEST_SEGMENT, VersionedStore
+
+
+@dataclass(frozen=True)
+class Due:
+    """Whether a maintenance task is due, and why (or why not)."""
+
+    due: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.due
+
+
+def expire_due(store: VersionedStore, commits: Sequence[Commit]) -> Due:
+    """Whether :meth:`VersionedStore.expire` would drop a segment (``commits``: the store's, newest first)."""
+    _, stream_time_us = store.state_version()
+    if stream_time_us is None:
+        return Due(False, "no stream time yet")
+    settings = store.settings
+    first_live = first_live_segment(stream_time_us, settings.retention_us, settings.interval_us)
+    return _below(first_live, lowest_partition(commits, STORE_APP_ID, LOWEST_SEGMENT), "segment")
+
+
+def purge_due(dedup: Deduplicator, commits: Sequence[Commit]) -> Due:
+    """Whether :meth:`Deduplicator.purge` would drop a bucket (``commits``: the index's, newest first)."""
+    stream_times = dedup.stream_times()
+    if not stream_times:
+        return Due(False, "no stream time yet")
+    oldest = min(micros(t) for t in stream_times.values())
+    first_live = (oldest - dedup.settings.interval_us) // dedup.settings.bucket_us
+    return _below(first_live, lowest_partition(commits, DEDUP_APP_ID, LOWEST_BUCKET), "bucket")
+
+
+def _below(first_live: int, lowest: float | None, what: str) -> Due:
+    if lowest is None:
+        return Due(True, f"the recent commits do not bound the lowest {what}")
+    if lowest == math.inf:
+        return Due(False, f"no {what} holds data")
+    if first_live <= lowest:
+        return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}")
+    return Due(True, f"first live {what} {first_live} > lowest stored {what} {int(lowest)}")
+
+
+def vacuum_due(
+    commits: Sequence[Commit], file_retention: timedelta, interval: timedelta, now: datetime
+) -> Due:
+    """Whether VACUUM is due on a table whose commits (newest first) are ``commits``."""
+    last = next((c for c in commits if c.operation == "VACUUM END"), None)
+    if last is not None and now - last.timestamp < interval:
+        return Due(False, f"vacuumed at {last.timestamp:%Y-%m-%d %H:%M:%S} UTC, within vacuum_interval")
+    if reaches_creation(commits) and commits[-1].timestamp > now - file_retention:
+        return Due(False, f"created less than its file retention ({file_retention}) ago")
+    return Due(True, "no VACUUM within vacuum_interval")
+
+
+def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:
+    """Whether OPTIMIZE is due: ``min_files`` or more files added since the last OPTIMIZE (0: never)."""
+    if not min_files:
+        return Due(False, "optimize_min_files is 0")
+    added, window = 0, f"in the newest {len(commits)} commits"
+    for commit in commits:
+        if commit.operation == "OPTIMIZE":
+            window = "since the last OPTIMIZE"
+            break
+        added += commit.files_added
+    else:
+        if reaches_creation(commits):
+            window = "since the table was created"
+    return Due(added >= min_files, f"{added} files added {window} (optimize_min_files {min_files})")
