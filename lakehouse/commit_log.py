@@ -178,21 +178,21 @@ class CommitLog:
         meta = parse_metadata(row["metadata"])
         return int(row["version"]), meta or {}
 
-    def batch_metrics(self, batch_id: int) -> dict[str, str] | None:
-        """The ``operationMetrics`` of the commit of batch ``batch_id`` (None if not retained).
+    def batch_metrics(self, batch_id: int) -> tuple[int, dict[str, str]] | None:
+        """The version whose commit recorded batch ``batch_id`` and its ``operationMetrics`` (None if gone).
 
         The newest commit is looked at first (the usual case: the batch just written or skipped).
         """
         table = DeltaTable.forPath(self.spark, self.path)
-        newest = table.history(1).select("userMetadata", "operationMetrics").first()
+        newest = table.history(1).select("version", "userMetadata", "operationMetrics").first()
         meta = (None if newest is None else parse_metadata(newest["userMetadata"])) or {}
         if newest is not None and (meta.get("app_id"), meta.get("batch_id")) == (self.app_id, batch_id):
-            return dict(newest["operationMetrics"] or {})
+            return int(newest["version"]), dict(newest["operationMetrics"] or {})
         found = self.batch_commit(batch_id)
         if found is None:
             return None
         row = table.history().where(F.col("version") == found[0]).select("operationMetrics").first()
-        return {} if row is None else dict(row["operationMetrics"] or {})
+        return found[0], {} if row is None else dict(row["operationMetrics"] or {})
 
     def check_replay(self, batch_id: int, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> None:
         """Warn (:class:`ReplayMismatchWarning`) when a replayed batch's input differs from the committed one.

@@ -65,9 +65,3 @@ def duration(us: int) -> timedelta:
 def timestamp_lit(us: int) -> Column:
     """A Spark TIMESTAMP literal ``us`` microseconds after the epoch."""
     return F.timestamp_micros(F.lit(us))
-
-
-def timestamp_sql(us: int) -> str:
-    """A SQL TIMESTAMP literal (UTC, microseconds) for ``us`` microseconds after the epoch."""
-    at = from_micros(us)
-    return f"TIMESTAMP'{at.year:04d}-{at:%m-%d %H:%M:%S.%f}Z'"

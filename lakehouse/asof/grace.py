@@ -146,8 +146,8 @@ def _recorded_cutoff(spark: SparkSession, sink: CommitLog, batch_id: int) -> dat
 
 
 def _rows_written(sink: CommitLog, batch_id: int) -> int:
-    metrics = sink.batch_metrics(batch_id)
-    return 0 if metrics is None else int(metrics.get("numOutputRows", 0))
+    found = sink.batch_metrics(batch_id)
+    return 0 if found is None else int(found[1].get("numOutputRows", 0))
 
 
 def _count(spark: SparkSession, path: str) -> int:

@@ -22,9 +22,9 @@ deduplicate over all partitions.
 
 Physical layout: partitioned by ``bucket = floor(entry_ts / bucket_width)``. A saved record always
 arrives after its id's previous entry expired (``t > entry_ts + interval`` and ``t <= stream_time``), so
-the index is insert-only: each batch is one insert-only MERGE whose ON clause carries the literal bucket
-range of the new entries (only those buckets' files are read), at most one row per (task, id) is live, and
-superseded rows are always expired ones that :meth:`purge` drops by whole buckets (metadata only).
+the index is insert-only: each batch is one append of its new entries (no entry it adds can exist
+already, so nothing of the index is read), at most one row per (task, id) is live, and superseded rows
+are always expired ones that :meth:`purge` drops by whole buckets (metadata only).
 
 Exactly-once: ``apply(df, batch_id)`` makes one index commit recording the batch id and the tasks' stream
 times (``txnAppId``/``txnVersion`` and ``userMetadata``; a batch that saves nothing commits too).
@@ -85,7 +85,7 @@ from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMi
 from lakehouse.ordering import OFFSET_COL, PARTITION_COL
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema, require_columns
-from lakehouse.times import from_micros, require_representable, timestamp_sql
+from lakehouse.times import from_micros, require_representable
 
 APP_ID = "lakehouse.dedup"
 #: Commit metadata field of an index MERGE: the lowest bucket it writes (that of its oldest new entry),
@@ -386,10 +386,13 @@ class Deduplicator:
         summary: list[Row],
         stats: DedupStats,
     ) -> None:
-        """Commit the batch's new entries and stream times (one MERGE, or an empty append if none).
+        """Commit the batch's new entries and stream times: one idempotent append (recording the batch id
+        also when it saves nothing).
 
-        Fails with ``ConcurrentWriteError``, writing nothing, if another writer committed after
-        ``read_version``, the version the batch was resolved against.
+        A new entry cannot equal a stored row (a record is saved only after its id's entry expired, see the
+        module doc), so the append reads nothing of the index. Fails with ``ConcurrentWriteError``, writing
+        nothing, if another writer committed after ``read_version``, the version the batch was resolved
+        against.
         """
         new_times = dict(stream_times)
         for row in summary:
@@ -405,41 +408,13 @@ class Deduplicator:
         if self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by]):
             read_version += 1  # our own ALTER TABLE
         entries = resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id))
-        saved_us = [(r["min_saved_us"], r["max_saved_us"]) for r in summary if r["min_saved_us"] is not None]
+        saved_us = [r["min_saved_us"] for r in summary if r["min_saved_us"] is not None]
+        if saved_us:
+            extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
+        options = self._log.writer_options(batch_id, state, **extra)
         self._log.require_unchanged(read_version, step)
-        if not saved_us:
-            # An insert-only MERGE of nothing writes no commit; an empty append records the batch.
-            options = self._log.writer_options(batch_id, state, **extra)
-            empty = self.spark.createDataFrame([], entries.schema)
-            with self._log.guard(read_version, step):
-                empty.write.format("delta").mode("append").options(**options).save(self.path)
-            return
-        low_us, high_us = min(lo for lo, _ in saved_us), max(hi for _, hi in saved_us)
-        lowest = {LOWEST_BUCKET: low_us // self.settings.bucket_us}
-        session = self._log.session(batch_id, state, **extra, **lowest)
         with self._log.guard(read_version, step):
-            (
-                DeltaTable.forPath(session, self.path)
-                .alias("t")
-                .merge(entries.alias("s"), self._merge_condition(low_us, high_us))
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
-
-    def _merge_condition(self, low_us: int, high_us: int) -> str:
-        """Match on (task, id, entry_ts) among the index rows that could equal a new entry.
-
-        Only literal target-only conjuncts prune: the bucket range of the new entries skips partitions,
-        their timestamp range skips the files (min/max statistics) of earlier batches in those buckets.
-        """
-        ids = " AND ".join(f"t.`{c}` = s.`{c}`" for c in self.settings.by)
-        bucket_us = self.settings.bucket_us
-        return (
-            f"t.{BUCKET_COL} >= {low_us // bucket_us} AND t.{BUCKET_COL} <= {high_us // bucket_us} "
-            f"AND t.{ENTRY_TS_COL} >= {timestamp_sql(low_us)} "
-            f"AND t.{ENTRY_TS_COL} <= {timestamp_sql(high_us)} "
-            f"AND t.{TASK_COL} = s.{TASK_COL} AND {ids} AND t.{ENTRY_TS_COL} = s.{ENTRY_TS_COL}"
-        )
+            entries.write.format("delta").mode("append").options(**options).save(self.path)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
@@ -558,10 +533,10 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
 
 def _rows_appended(sink: CommitLog, batch_id: int) -> int:
     """Rows the sink commit of ``batch_id`` appended (also when this run's append was a skipped replay)."""
-    metrics = sink.batch_metrics(batch_id)
-    if metrics is None:
+    found = sink.batch_metrics(batch_id)
+    if found is None:
         raise LakehouseInternalError(f"the sink {sink.path} has no commit of batch {batch_id}")
-    return int(metrics.get("numOutputRows", 0))
+    return int(found[1].get("numOutputRows", 0))
 
 
 def _count(decision: int) -> Any:

@@ -79,13 +79,12 @@ def rows_committed(spark: SparkSession, path: str, app_id: str, batch_id: int) -
     """
     if not DeltaTable.isDeltaTable(spark, path):
         return None, 0
-    found = CommitLog(spark, path, app_id).batch_commit(batch_id)
+    found = CommitLog(spark, path, app_id).batch_metrics(batch_id)
     if found is None:
         return None, 0
-    row = DeltaTable.forPath(spark, path).history().where(f"version = {found[0]}").first()
-    metrics = {} if row is None else row["operationMetrics"] or {}
+    version, metrics = found
     added = metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted") or 0
-    return found[0], int(added)
+    return version, int(added)
 
 
 def current_version(spark: SparkSession, path: str) -> int | None:

@@ -231,6 +231,7 @@ def assign(run: Run) -> list[BatchMetrics]:
         run.spark, f"{spec.assignment_root}/subscriptions"
     ):
         return []
+    start = time.monotonic()
     store = AssignmentStore.open(run.spark, spec.assignment_root)
     outcome = assign_generation(store)
     metrics = BatchMetrics(
@@ -242,6 +243,7 @@ def assign(run: Run) -> list[BatchMetrics]:
         replay=not outcome.written,
         table=store.assignment_path,
         version=current_version(run.spark, store.assignment_path),
+        seconds=time.monotonic() - start,
         details={"generation": outcome.subscription.generation, "warmups": len(outcome.warmups)},
     )
     run.emit(metrics)

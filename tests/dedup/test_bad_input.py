@@ -87,7 +87,7 @@ def test_a_sink_that_cannot_take_the_batch_is_refused_before_the_index_commits(
 
 
 def test_records_of_years_1_to_999_are_deduplicated(spark: SparkSession, tmp_path: Path) -> None:
-    """Times before year 1000 reach the index MERGE's bounds as zero-padded SQL literals."""
+    """Times before year 1000 are saved in the index and deduplicate like any other."""
     dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
     ancient = datetime(500, 3, 1, tzinfo=UTC)
     rows = [("k", "a", "first", 0, 0, ancient), ("k", "a", "again", 0, 1, ancient + timedelta(seconds=1))]
