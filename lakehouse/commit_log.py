@@ -251,14 +251,23 @@ class CommitLog:
             options.update(txnAppId=self.app_id, txnVersion=str(batch_id))
         return options
 
-    def append(self, frame: DataFrame, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> None:
-        """Append ``frame`` as this writer's batch ``batch_id`` (:meth:`writer_options`), creating the table
-        if it does not exist. Writers that create the table at the same moment race for its first commit;
-        the loser's append is retried once (it is idempotent: Delta skips it if the batch is there)."""
-        options = self.writer_options(batch_id, state, **extra)
+    def append(
+        self,
+        frame: DataFrame,
+        batch_id: int | None,
+        state: Mapping[str, Any],
+        *,
+        options: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        """Append ``frame`` as this writer's batch ``batch_id`` (:meth:`writer_options`, plus the writer
+        ``options``), creating the table if it does not exist. Writers that create the table at the same
+        moment race for its first commit; the loser's append is retried once (it is idempotent: Delta skips
+        it if the batch is there)."""
+        every = {**self.writer_options(batch_id, state, **extra), **(options or {})}
         for attempt in range(2):
             try:
-                frame.write.format("delta").mode("append").options(**options).save(self.path)
+                frame.write.format("delta").mode("append").options(**every).save(self.path)
                 return
             except ProtocolChangedException:
                 if attempt:

@@ -93,6 +93,10 @@ APP_ID = "lakehouse.dedup"
 LOWEST_BUCKET = "lowest_bucket"
 QUARANTINE_KIND = "dedup_quarantine"
 _STREAM_TIME = "stream_time_us"
+#: Writer option of every append: Delta bins the rows into few files (one more shuffle, of the written rows
+#: only) instead of one file per shuffle partition and table partition, so a batch adds about one file per
+#: partition and the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
+_FEW_FILES = {"optimizeWrite": "true"}
 _RECORD_COLUMNS = T.StructType(
     [
         T.StructField(PARTITION_COL, T.IntegerType()),
@@ -259,7 +263,7 @@ class Deduplicator:
         if stats.replayed or stats.late or stats.null_ids:
             rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
         sink_log = CommitLog(self.spark, sink, writer)
-        sink_log.append(rows, batch_id, {}, index=self.path)
+        sink_log.append(rows, batch_id, {}, options=_FEW_FILES, index=self.path)
         self._after_commit("sink")
         self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
         return self._stats
@@ -414,7 +418,7 @@ class Deduplicator:
         options = self._log.writer_options(batch_id, state, **extra)
         self._log.require_unchanged(read_version, step)
         with self._log.guard(read_version, step):
-            entries.write.format("delta").mode("append").options(**options).save(self.path)
+            entries.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(self.path)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
@@ -458,7 +462,7 @@ class Deduplicator:
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
         options = CommitLog(self.spark, path, self._writer_id()).writer_options(batch_id, {}, index=self.path)
-        dropped.write.format("delta").mode("append").options(**options).save(path)
+        dropped.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(path)
 
     def _writer_id(self) -> str:
         """The app id this index's batches carry in the tables it shares: quarantine and sink."""
