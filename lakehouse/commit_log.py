@@ -145,12 +145,11 @@ class CommitLog:
         committed cannot move it backwards. Reads the most recent commits first; the whole retained history
         only if none of them carries state.
         """
-        table = DeltaTable.forPath(self.spark, self.path)
-        for history in (table.history(_RECENT_COMMITS), table.history()):
-            rows = history.select("version", "userMetadata").collect()
+        for limit in (_RECENT_COMMITS, None):
+            rows = commit_infos(self.spark, self.path, limit)
             state: dict[str, Any] = {}
             for row in rows:
-                meta = parse_metadata(row["userMetadata"])
+                meta = parse_metadata(row.get("userMetadata"))
                 if int(row["version"]) > version or meta is None or meta.get("app_id") != self.app_id:
                     continue
                 recorded = {f: meta[f] for f in self.state_fields if meta.get(f) is not None}
@@ -183,14 +182,14 @@ class CommitLog:
 
         The newest commit is looked at first (the usual case: the batch just written or skipped).
         """
-        table = DeltaTable.forPath(self.spark, self.path)
-        newest = table.history(1).select("version", "userMetadata", "operationMetrics").first()
-        meta = (None if newest is None else parse_metadata(newest["userMetadata"])) or {}
+        newest = next(iter(commit_infos(self.spark, self.path, 1)), None)
+        meta = (None if newest is None else parse_metadata(newest.get("userMetadata"))) or {}
         if newest is not None and (meta.get("app_id"), meta.get("batch_id")) == (self.app_id, batch_id):
-            return int(newest["version"]), dict(newest["operationMetrics"] or {})
+            return int(newest["version"]), dict(newest.get("operationMetrics") or {})
         found = self.batch_commit(batch_id)
         if found is None:
             return None
+        table = DeltaTable.forPath(self.spark, self.path)
         row = table.history().where(F.col("version") == found[0]).select("operationMetrics").first()
         return found[0], {} if row is None else dict(row["operationMetrics"] or {})
 
@@ -340,6 +339,23 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     none = jvm.scala.Option.empty()
     return log.update(False, none, none)
+
+
+def commit_infos(spark: SparkSession, path: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The commit infos of the table's newest ``limit`` commits (every retained one if None), newest first.
+
+    Each as ``DESCRIBE HISTORY`` has it (``version``, ``timestamp`` in epoch milliseconds, ``operation``,
+    ``operationMetrics``, ``userMetadata``, ...; absent fields missing): read from the log's commit files
+    and handed over as one JSON text, without building a DataFrame.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    history = log.history().getHistory(jvm.scala.Option.empty() if limit is None else jvm.scala.Some(limit))
+    infos: list[dict[str, Any]] = json.loads(
+        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(history)
+    )
+    return infos
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:

@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from lakehouse.commit_log import parse_metadata
+from lakehouse.commit_log import commit_infos, parse_metadata
 from lakehouse.times import from_micros
 
 #: How many of the newest commits :func:`recent_commits` reads.
@@ -47,27 +45,15 @@ class Commit:
 
 def recent_commits(spark: SparkSession, path: str, depth: int = DEPTH) -> list[Commit]:
     """The newest ``depth`` commits of the table at ``path``, newest first."""
-    rows = (
-        DeltaTable.forPath(spark, path)
-        .history(depth)
-        .select(
-            "version",
-            F.unix_micros("timestamp").alias("us"),
-            "operation",
-            "operationMetrics",
-            "userMetadata",
-        )
-        .collect()
-    )
     return [
         Commit(
-            int(r["version"]),
-            from_micros(int(r["us"])),
-            str(r["operation"]),
-            dict(r["operationMetrics"] or {}),
-            parse_metadata(r["userMetadata"]) or {},
+            int(info["version"]),
+            from_micros(int(info["timestamp"]) * 1000),
+            str(info["operation"]),
+            dict(info.get("operationMetrics") or {}),
+            parse_metadata(info.get("userMetadata")) or {},
         )
-        for r in rows
+        for info in commit_infos(spark, path, depth)
     ]
 
 
