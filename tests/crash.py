@@ -4,8 +4,9 @@ A *commit* is a new entry in any Delta table's log (``_delta_log/NNN.json``) or 
 checkpoint's ``offsets``/``commits`` log under a folder. The injectors count them with plain file listings,
 so every table and every stage is covered without hooks in the library:
 
-- :class:`RaiseAfterCommit` raises :class:`CrashError` from the first Py4J call that returns once the
-  folder holds ``target`` commits: the Python code that made the commit (or ran next) fails right there.
+- :func:`after_commit` raises :class:`CrashError` from the first Py4J call that returns once the folder
+  holds ``target`` commits: the Python code that made the commit (or ran next) fails right there;
+  :func:`at_call` raises it from the n-th Py4J call, anywhere inside a batch.
 - :func:`kill_after_commit` SIGKILLs a job's whole process group (Python and its JVM) once the folder holds
   ``target`` commits.
 """
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,17 +49,19 @@ def commits(root: Path) -> int:
     return count
 
 
-class RaiseAfterCommit:
-    """Within ``with``: the first Py4J call returning when ``root`` holds ``target`` or more commits raises
-    :class:`CrashError` (once). ``fired_at`` is the commit count it saw, None if it never fired."""
+class Py4JCrash:
+    """Within :meth:`armed`: the first Py4J call returning when ``due(n)`` (``n``: the calls so far,
+    this one included) gives a number raises :class:`CrashError` (once); ``fired_at`` is that number, None
+    if it never fired. ``calls`` counts the Py4J calls made while armed."""
 
-    def __init__(self, root: Path, target: int) -> None:
-        self.root, self.target = root, target
+    def __init__(self, due: Callable[[int], int | None]) -> None:
+        self.due = due
+        self.calls = 0
         self.fired_at: int | None = None
         self._lock = threading.Lock()
 
     @contextmanager
-    def armed(self) -> Iterator[RaiseAfterCommit]:
+    def armed(self) -> Iterator[Py4JCrash]:
         call = java_gateway.JavaMember.__call__
         injector = self
 
@@ -75,12 +78,22 @@ class RaiseAfterCommit:
 
     def check(self) -> None:
         with self._lock:
+            self.calls += 1
             if self.fired_at is not None:
                 return
-            seen = commits(self.root)
-            if seen >= self.target:
-                self.fired_at = seen
-                raise CrashError(f"injected after commit {seen}")
+            self.fired_at = self.due(self.calls)
+        if self.fired_at is not None:
+            raise CrashError(f"injected at {self.fired_at}")
+
+
+def after_commit(root: Path, target: int) -> Py4JCrash:
+    """Crash once ``root`` holds ``target`` or more commits (``fired_at``: the commits seen)."""
+    return Py4JCrash(lambda _: seen if (seen := commits(root)) >= target else None)
+
+
+def at_call(target: int) -> Py4JCrash:
+    """Crash at the ``target``-th Py4J call: a random point inside a batch (``fired_at``: ``target``)."""
+    return Py4JCrash(lambda calls: calls if calls >= target else None)
 
 
 def kill_after_commit(

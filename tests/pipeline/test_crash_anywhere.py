@@ -14,12 +14,15 @@ from pyspark.sql import SparkSession
 
 from lakehouse.pipeline import PipelineSpec, run_pipeline
 from lakehouse.pipeline.runner import stages_of
-from tests.crash import RaiseAfterCommit, commits, kill_after_commit
+from tests.crash import Py4JCrash, after_commit, at_call, commits, kill_after_commit
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
 
 #: Kills of the job's process group per run of the kill test (each a JVM start: about 15 s).
 KILLS = 2
+
+#: Crashes at random Py4J calls in the exception test's third run.
+RANDOM_CALLS = 3
 
 #: Injection points covered by this run's crash tests (printed in the run's summary, tests/conftest.py).
 POINTS: dict[str, int] = {}
@@ -48,6 +51,11 @@ ONE_BATCH = {"max_files_per_trigger": 0}
 
 def _spec(root: Path) -> PipelineSpec:
     return spec(root, **ONE_BATCH)
+
+
+def _land_third(root: Path) -> None:
+    land(root / "landing" / "transactions", "t3", [txn(4, "GBP", 100, 5), txn(3, "EUR", 99, 6)])
+    land(root / "landing" / "rates", "r3", [rate("GBP", 1.4, 98, 5)])
 
 
 def _tables(spark: SparkSession, pipeline: PipelineSpec) -> dict[str, list[tuple[object, ...]]]:
@@ -79,14 +87,8 @@ def _crash_after_every_commit(spark: SparkSession, pipeline: PipelineSpec) -> in
         nth = 1
         while True:
             start = commits(root)
-            injector = RaiseAfterCommit(root, start + nth)
-            with injector.armed():
-                try:
-                    run_pipeline(spark, pipeline, stage, emit=lambda m: None)
-                except Exception:
-                    if injector.fired_at is None:
-                        raise
-            if injector.fired_at is None:
+            injector = after_commit(root, start + nth)
+            if _run_crashing(spark, pipeline, injector, stage) is None:
                 break
             crashes += 1
             assert crashes < 200, f"{stage} commits on every restart: a crash loop"
@@ -113,6 +115,34 @@ def test_an_exception_after_any_commit_then_a_restart_ends_as_an_uninterrupted_r
     assert _tables(spark, crashed) == _tables(spark, alone)
     POINTS["exception after a commit"] = first + second
     assert first + second > 20
+
+    # Then at random Py4J calls of a third run: anywhere inside a batch, not only after a commit.
+    for root in (tmp_path / "crashed", tmp_path / "alone"):
+        _land_third(root)
+    counted = at_call(sys.maxsize)
+    with counted.armed():
+        run_pipeline(spark, alone, "all", emit=lambda m: None)
+    targets = [random.randint(1, counted.calls) for _ in range(RANDOM_CALLS)]
+    fired = [_run_crashing(spark, crashed, at_call(target)) for target in targets]
+    run_pipeline(spark, crashed, "all", emit=lambda m: None)
+    assert _tables(spark, crashed) == _tables(spark, alone), f"crashed at Py4J calls {targets}"
+    POINTS["exception at a random Py4J call"] = sum(f is not None for f in fired)
+
+
+def _run_crashing(
+    spark: SparkSession, pipeline: PipelineSpec, injector: Py4JCrash, stage: str = "all"
+) -> int | None:
+    """Run ``stage`` of the pipeline with ``injector`` armed; returns where it crashed (None: completed)."""
+    with injector.armed():
+        try:
+            run_pipeline(spark, pipeline, stage, emit=lambda m: None)
+        except Exception:
+            if injector.fired_at is None:
+                raise
+    # A crash in the driver's thread leaves its streaming query running, which a dead process would not.
+    for query in spark.streams.active:
+        query.stop()
+    return injector.fired_at
 
 
 def _job(config: Path) -> list[str]:
