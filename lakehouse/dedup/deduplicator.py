@@ -461,8 +461,8 @@ class Deduplicator:
             F.col(CAUSE_COL)["o"].alias(ENTRY_OFFSET_COL),
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
-        options = CommitLog(self.spark, path, self._writer_id()).writer_options(batch_id, {}, index=self.path)
-        dropped.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(path)
+        quarantine = CommitLog(self.spark, path, self._writer_id())
+        quarantine.append(dropped, batch_id, {}, options=_FEW_FILES, index=self.path)
 
     def _writer_id(self) -> str:
         """The app id this index's batches carry in the tables it shares: quarantine and sink."""
