@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import METADATA_KEY, CommitLog, latest_snapshot
+from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata
 from lakehouse.errors import (
     InvalidInputError,
     LakehouseInternalError,
@@ -243,17 +243,15 @@ def refuse_replica_writes(spark: SparkSession, path: str) -> None:
 def last_drop_bound(spark: SparkSession, path: str, app_id: str, up_to_version: int) -> str | None:
     """The ``bound`` of the newest :func:`drop_partitions_below` commit of ``app_id`` at or before
     ``up_to_version``, or None when there is none (a drop that matched nothing wrote no commit).
+
+    Reads the retained commit infos from the log (:func:`lakehouse.commit_log.commit_infos`): no Spark job.
     """
-    operation = F.get_json_object("metadata", f"$.{METADATA_KEY}.operation")
-    row = (
-        CommitLog(spark, path, app_id)
-        .commits()
-        .where((operation == F.lit("drop_partitions")) & (F.col("version") <= F.lit(up_to_version)))
-        .orderBy(F.col("version").desc())
-        .select(F.get_json_object("metadata", f"$.{METADATA_KEY}.bound").alias("bound"))
-        .first()
-    )
-    return None if row is None else row["bound"]
+    for info in commit_infos(spark, path):
+        meta = parse_metadata(info.get("userMetadata")) or {}
+        is_drop = meta.get("app_id") == app_id and meta.get("operation") == "drop_partitions"
+        if is_drop and int(info["version"]) <= up_to_version and meta.get("bound") is not None:
+            return str(meta["bound"])
+    return None
 
 
 def latest_version(table: DeltaTable) -> int:

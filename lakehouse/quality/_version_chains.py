@@ -46,23 +46,24 @@ def uncertified_keys(
     at_or_before_horizon = (
         F.unix_micros(valid_from) <= F.lit(horizon_us) if horizon_us is not None else F.lit(False)
     )
+    # One sum per hash half of (valid_from) - (set valid_to): the two multisets' difference, per key.
+    from_minus_to_high = from_high - F.when(valid_to.isNotNull(), to_high).otherwise(0)
+    from_minus_to_low = from_low - F.when(valid_to.isNotNull(), to_low).otherwise(0)
     per_key = table.groupBy(*keys).agg(
         F.count(F.when(valid_to.isNull(), 1)).alias("open"),
         F.count(F.when(row_broken | valid_from.isNull() | (valid_to <= valid_from), 1)).alias("broken"),
         F.count(F.when(at_or_before_horizon, 1)).alias("before_horizon"),
         F.min(valid_from).alias("first_from"),
-        F.sum(from_high).alias("from_high"),
-        F.sum(from_low).alias("from_low"),
-        F.sum(F.when(valid_to.isNotNull(), to_high).otherwise(0)).alias("to_high"),
-        F.sum(F.when(valid_to.isNotNull(), to_low).otherwise(0)).alias("to_low"),
+        F.sum(from_minus_to_high).alias("from_minus_to_high"),
+        F.sum(from_minus_to_low).alias("from_minus_to_low"),
     )
     first_high, first_low = _hash_halves(F.col("first_from"))
     chain = (
         (F.col("open") == 1)
         & (F.col("broken") == 0)
         & (F.col("before_horizon") <= 1)
-        & (F.col("to_high") == F.col("from_high") - first_high)
-        & (F.col("to_low") == F.col("from_low") - first_low)
+        & (F.col("from_minus_to_high") == first_high)
+        & (F.col("from_minus_to_low") == first_low)
     )
     return per_key.where(~F.coalesce(chain, F.lit(False))).select(*keys)
 

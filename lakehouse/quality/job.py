@@ -111,11 +111,14 @@ def _check(spark: SparkSession, docs: QualityContext, warehouse: str, path: str)
     with delta_ops.session_confs(spark, _IGNORE_MISSING_FILES):
         check = check_table(spark, path, version)
         suite = _suite_name(check.kind, warehouse, path)
-        violations = check.violations.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            results = docs.validate(suite, check.rules, violations)
-        finally:
-            violations.unpersist()
+        if check.violations.isLocal():  # held by the driver (no violation found): nothing to cache
+            results = docs.validate(suite, check.rules, check.violations)
+        else:
+            violations = check.violations.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                results = docs.validate(suite, check.rules, violations)
+            finally:
+                violations.unpersist()
     return TableVerdict(path, check.kind, version, suite, tuple(results))
 
 

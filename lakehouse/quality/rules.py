@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 RULE_COL = "rule"
 KEY_COL = "key"
 DETAIL_COL = "detail"
+VIOLATIONS_SCHEMA = T.StructType(
+    [T.StructField(name, T.StringType()) for name in (RULE_COL, KEY_COL, DETAIL_COL)]
+)
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,13 @@ def violation_rows(flagged: DataFrame, rules: Sequence[Rule], key: Column, detai
 def violations_of(rule: Rule, rows: DataFrame, key: Column, detail: Column) -> DataFrame:
     """``rows`` (each one breaks ``rule``) in the violations shape."""
     return rows.select(F.lit(rule.name).alias(RULE_COL), key.alias(KEY_COL), detail.alias(DETAIL_COL))
+
+
+def no_violations(spark: SparkSession) -> DataFrame:
+    """An empty frame of the violations shape, held by the driver (``DataFrame.isLocal()``): a query of it
+    reads no table and runs at most one small job (``createDataFrame`` of a Python list would go through a
+    Python RDD instead)."""
+    jvm_session = spark._jsparkSession
+    rows = spark.sparkContext._jvm.java.util.ArrayList()  # type: ignore[union-attr]
+    schema = jvm_session.parseDataType(VIOLATIONS_SCHEMA.json())
+    return DataFrame(jvm_session.createDataFrame(rows, schema), spark)

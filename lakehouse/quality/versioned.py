@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakehouse.quality._version_chains import uncertified_keys
-from lakehouse.quality.rules import Rule, key_text, violation_rows
+from lakehouse.quality.rules import Rule, key_text, no_violations, violation_rows
 from lakehouse.versioned._plan import VALID_FROM, VALID_TO
 from lakehouse.versioned.segments import SEGMENT_COL, segment_column
 from lakehouse.versioned.settings import StoreSettings
@@ -61,19 +61,21 @@ def versioned_violations(
 ) -> DataFrame:
     """The rows of a versioned store's ``table`` that break a rule, as violation rows.
 
-    Runs one Spark job now: the per-key aggregate, whose uncertified keys are checkpointed. The window
-    pass over those keys' versions is lazy; with no such key (a sound store) the result is empty without
-    it. ``horizon_us`` is the store's ``stream_time - R`` (None before the first put): a gap between
-    versions that ends at or before it is not a violation.
+    Runs the per-key aggregate now (one scan of the table) and counts the keys it cannot certify. With no
+    such key (a sound store) nothing breaks a rule and the result is an empty frame held by the driver
+    (validating it reads nothing); else the aggregate runs again to checkpoint those keys (a second scan,
+    on a broken store only) and the window pass over their versions is returned, lazy. ``horizon_us`` is
+    the store's ``stream_time - R`` (None before the first put): a gap between versions that ends at or
+    before it is not a violation.
     """
     keys = list(settings.keys)
     rows = _row_flags(settings, expired_below)
     any_row_broken = rows[BOUNDS.name] | rows[SEGMENT.name] | rows[expiry_rule(None).name]
-    suspects = uncertified_keys(table, keys, any_row_broken, horizon_us).localCheckpoint()
+    suspects = uncertified_keys(table, keys, any_row_broken, horizon_us)
     count = suspects.count()
     if count == 0:
-        return _window_violations(table.limit(0), settings, expired_below, horizon_us)
-    suspects = suspects.toDF(*[f"_suspect_{i}" for i in range(len(keys))])
+        return no_violations(table.sparkSession)
+    suspects = suspects.localCheckpoint().toDF(*[f"_suspect_{i}" for i in range(len(keys))])
     if count <= _BROADCAST_KEYS:
         suspects = F.broadcast(suspects)
     same_key = [table[key].eqNullSafe(suspects[f"_suspect_{i}"]) for i, key in enumerate(keys)]
