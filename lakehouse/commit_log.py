@@ -2,14 +2,30 @@
 
 A *writer* is an app id: a stateful table's own id (``lakehouse.versioned_store``), or, on a table several
 writers may share (a sink, a quarantine), the writing pipeline's id plus the table it owns, so writers
-never skip each other's batches.
+never skip each other's batches. A named writer (a pipeline writing a store or an index other pipelines
+write too) counts its batch ids apart from the others; the table's state (stream times) is shared by all
+writers of the app id: it is the table's, not the writer's.
+
+A *fenced* log (a table whose batches read it before they write it: a versioned store, a seen-ID index)
+commits a batch only on the version it was planned from, whatever the timing of other writers:
+
+- Each batch commit carries Delta's ``SetTransaction`` of one app id shared by the table's writers, the
+  *fence* (``<app id>#fence``), with ``txnVersion`` = the planned-from version + 1. Delta skips a write
+  whose ``txnVersion`` it has recorded already, so a batch planned from version ``v`` writes nothing if
+  another batch planned from ``v`` committed first, however shortly before; and a transaction that read the
+  fence fails (``ConcurrentTransactionException``) if another one sets it after it started. Together with
+  the version check before the commit, no commit lands on a version its batch did not read. A skipped
+  commit is detected (its ``commit_token`` is not in the log) and reported as ``ConcurrentWriteError``.
+- Each writer's last batch id is then state (``batch_ids``, writer -> id, "" for the unnamed writer),
+  carried by every commit like the stream times, so it too survives log cleanup.
 
 What survives Delta's checkpoints and log cleanup, and why:
 
 - **The last batch id** is Delta's own ``SetTransaction`` (``txnAppId`` -> ``txnVersion``), committed
   atomically with the batch's data (writer options for appends, the txn confs of a scoped session for
   DML). Checkpoints keep the newest version of every app id (``delta.setTransactionRetentionDuration`` is
-  never set), and Delta skips a commit whose version it has recorded already.
+  never set), and Delta skips a commit whose version it has recorded already. On a fenced log the
+  ``SetTransaction`` is the fence, and each writer's last batch id is state (next point).
 - **The state the semantics carry from batch to batch** (stream times) is in the ``userMetadata`` of
   *every* commit lakehouse makes on the table: batch commits and maintenance commits (expire, purge,
   VACUUM) alike record the full current state, and an empty batch still commits. Delta's log cleanup only
@@ -27,6 +43,7 @@ SparkContext and caches), so other threads' writes never pick them up.
 from __future__ import annotations
 
 import json
+import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,7 +79,12 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _RECENT_COMMITS = 20
-_CONFLICTS = (
+#: State field of a fenced log: the last batch id of each writer ("" for the unnamed one).
+BATCH_IDS = "batch_ids"
+#: Commit metadata field of a fenced commit: a random token, looked up to tell a commit that Delta skipped.
+_COMMIT_TOKEN = "commit_token"
+#: Delta's exceptions for a commit that lost a race with another writer's.
+CONFLICTS = (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -106,18 +128,39 @@ class Recorded:
 
 
 class CommitLog:
-    """The commits of writer ``app_id`` on the Delta table at ``path``.
+    """The commits of writer ``app_id`` (named ``writer``, if given) on the Delta table at ``path``.
 
-    ``state_fields`` name the metadata fields that make up the writer's state (see :meth:`state_at`).
+    ``state_fields`` name the metadata fields that make up the table's state (see :meth:`state_at`): read
+    from the commits of every writer of ``app_id``. Batch ids (``SetTransaction``, :meth:`commits`) are this
+    writer's own: ``txn_app_id`` is ``app_id``, or ``<app_id>/<writer>`` for a named writer. A ``fenced``
+    log commits batches through the fence (module doc): pass the version a batch was planned from as
+    ``read_version`` to :meth:`writer_options` / :meth:`session`, and call :meth:`require_landed` after the
+    commit.
+
+    Raises:
+        InvalidInputError: ``writer`` is empty, not a string, or contains ``/``.
     """
 
     def __init__(
-        self, spark: SparkSession, path: str, app_id: str, state_fields: tuple[str, ...] = ()
+        self,
+        spark: SparkSession,
+        path: str,
+        app_id: str,
+        state_fields: tuple[str, ...] = (),
+        writer: str | None = None,
+        fenced: bool = False,
     ) -> None:
         self.spark = spark
         self.path = path
         self.app_id = app_id
-        self.state_fields = state_fields
+        self.writer = require_writer_name(writer)
+        self.txn_app_id = app_id if writer is None else f"{app_id}/{writer}"
+        self.fenced = fenced
+        self.state_fields = (*state_fields, BATCH_IDS) if fenced else state_fields
+        #: The batch ids of every writer as of the last :meth:`read` (a fenced log's commits carry them).
+        self._batch_ids: dict[str, int] = {}
+        #: The commit token of the last fenced commit this log prepared (see :meth:`require_landed`).
+        self._token: str | None = None
 
     # ------------------------------------------------------------------ reading
     def read(self) -> Recorded:
@@ -129,16 +172,20 @@ class CommitLog:
         version = int(snapshot.version())
         if version < 0:
             raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
-        txn = snapshot.transactions().get(self.app_id)
+        txn = snapshot.transactions().get(self.txn_app_id)
         last = int(txn.get()) if txn.isDefined() else None
-        return Recorded(version, last, self.state_at(version))
+        state = self.state_at(version)
+        if self.fenced:
+            self._batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
+            last = _largest(last, self._batch_ids.get(self.writer or ""))
+        return Recorded(version, last, state)
 
     def last_batch_id(self) -> int | None:
         """The largest batch id this writer committed to the table (kept in Delta checkpoints), or None."""
         return self.read().last_batch_id
 
     def state_at(self, version: int) -> dict[str, Any]:
-        """The state recorded by this writer's commits at or below ``version`` ({} if none).
+        """The state recorded by the commits of ``app_id`` (any writer) at or below ``version`` ({} if none).
 
         State fields only grow (stream times), so each field is the largest value any of the newest
         commits carrying state recorded: a maintenance commit that read the state just before a batch
@@ -159,13 +206,17 @@ class CommitLog:
         return {}
 
     def commits(self) -> DataFrame:
-        """The retained commits of this writer: version, batch_id (NULL for maintenance), metadata (JSON)."""
-        meta_schema = "struct<app_id:string, batch_id:long>"
+        """The retained commits of this writer: version, batch_id (NULL for maintenance), metadata (JSON).
+
+        A named writer's own batches only; maintenance commits (no writer, no batch) are the unnamed writer's.
+        """
+        meta_schema = "struct<app_id:string, writer:string, batch_id:long>"
         history = DeltaTable.forPath(self.spark, self.path).history().select("version", "userMetadata")
         parsed = history.withColumn(
             "meta", F.from_json(F.get_json_object("userMetadata", f"$.{METADATA_KEY}"), meta_schema)
         )
-        return parsed.where(F.col("meta.app_id") == self.app_id).select(
+        mine = (F.col("meta.app_id") == self.app_id) & F.col("meta.writer").eqNullSafe(F.lit(self.writer))
+        return parsed.where(mine).select(
             "version", F.col("meta.batch_id").alias("batch_id"), F.col("userMetadata").alias("metadata")
         )
 
@@ -184,7 +235,8 @@ class CommitLog:
         """
         newest = next(iter(commit_infos(self.spark, self.path, 1)), None)
         meta = (None if newest is None else parse_metadata(newest.get("userMetadata"))) or {}
-        if newest is not None and (meta.get("app_id"), meta.get("batch_id")) == (self.app_id, batch_id):
+        mine = (meta.get("app_id"), meta.get("writer"), meta.get("batch_id"))
+        if newest is not None and mine == (self.app_id, self.writer, batch_id):
             return int(newest["version"]), dict(newest.get("operationMetrics") or {})
         found = self.batch_commit(batch_id)
         if found is None:
@@ -203,7 +255,7 @@ class CommitLog:
         if recorded is None or str(replayed[INPUT_FINGERPRINT]) == str(recorded):
             return
         warnings.warn(
-            f"batch {batch_id} of {self.app_id} on {self.path} was committed with "
+            f"batch {batch_id} of {self.txn_app_id} on {self.path} was committed with "
             f"{committed.get('records', '?')} record(s) and is replayed with {replayed['records']} "
             f"whose content differs (input fingerprint {replayed[INPUT_FINGERPRINT]} vs {recorded}): "
             "the committed result stands, nothing was written",
@@ -238,17 +290,57 @@ class CommitLog:
     def metadata(self, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> str:
         """The ``userMetadata`` JSON of a commit: this writer, the batch (None: maintenance), the state.
 
-        ``{"lakehouse": {"app_id": ..., "batch_id": ..., <state fields>, <extra fields>}}``.
+        ``{"lakehouse": {"app_id": ..., "writer": ..., "batch_id": ..., <state fields>, <extra fields>}}``
+        (``writer`` only on a named writer's batches: maintenance commits are the table's, whoever runs them).
         """
-        body = {"app_id": self.app_id, "batch_id": batch_id, **state, **extra}
+        named = {} if self.writer is None or batch_id is None else {"writer": self.writer}
+        body = {"app_id": self.app_id, **named, "batch_id": batch_id, **state, **extra}
+        if self.fenced:
+            mine = {} if batch_id is None else {self.writer or "": batch_id}
+            body[BATCH_IDS] = {**self._batch_ids, **mine}
         return json.dumps({METADATA_KEY: body}, sort_keys=True)
 
-    def writer_options(self, batch_id: int | None, state: Mapping[str, Any], **extra: Any) -> dict[str, str]:
-        """DataFrameWriter options of an idempotent append (Delta skips it if ``batch_id`` is recorded)."""
+    def writer_options(
+        self,
+        batch_id: int | None,
+        state: Mapping[str, Any],
+        *,
+        read_version: int | None = None,
+        **extra: Any,
+    ) -> dict[str, str]:
+        """DataFrameWriter options of an idempotent append (Delta skips it if ``batch_id`` is recorded), or
+        of a fenced log's commit planned from ``read_version`` (Delta skips it if that version is taken)."""
+        txn = self._txn(batch_id, read_version, extra)
         options = {"userMetadata": self.metadata(batch_id, state, **extra)}
-        if batch_id is not None:
-            options.update(txnAppId=self.app_id, txnVersion=str(batch_id))
+        if txn is not None:
+            options.update(txnAppId=txn[0], txnVersion=str(txn[1]))
         return options
+
+    def _txn(
+        self, batch_id: int | None, read_version: int | None, extra: dict[str, Any]
+    ) -> tuple[str, int] | None:
+        """The ``SetTransaction`` of a commit (adding a fenced commit's token to ``extra``)."""
+        if not self.fenced:
+            return None if batch_id is None else (self.txn_app_id, batch_id)
+        if read_version is None:
+            if batch_id is not None:
+                raise LakehouseInternalError(f"a fenced batch commit on {self.path} needs its read version")
+            return None
+        self._token = uuid.uuid4().hex
+        extra[_COMMIT_TOKEN] = self._token
+        return f"{self.app_id}#fence", read_version + 1
+
+    def require_landed(self, read_version: int, step: str) -> None:
+        """Raise :class:`ConcurrentWriteError` if the fenced commit just made was skipped by Delta: another
+        batch planned from ``read_version`` committed first (module doc)."""
+        token, self._token = self._token, None
+        if token is None:
+            raise LakehouseInternalError(f"no fenced commit was prepared on {self.path}")
+        current = int(latest_snapshot(self.spark, self.path).version())
+        for info in commit_infos(self.spark, self.path, max(1, current - read_version)):
+            if (parse_metadata(info.get("userMetadata")) or {}).get(_COMMIT_TOKEN) == token:
+                return
+        raise ConcurrentWriteError(self.path, step, read_version, self._describe(read_version + 1))
 
     def append(
         self,
@@ -277,6 +369,8 @@ class CommitLog:
         batch_id: int | None,
         state: Mapping[str, Any],
         confs: Mapping[str, str] | None = None,
+        *,
+        read_version: int | None = None,
         **extra: Any,
     ) -> SparkSession:
         """A session whose Delta commits (MERGE, DELETE, VACUUM) record this writer's batch and state.
@@ -286,9 +380,10 @@ class CommitLog:
         other threads' writes. Run the statement on tables opened with the returned session.
         """
         clone = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        txn = self._txn(batch_id, read_version, extra)
         settings = {_USER_METADATA: self.metadata(batch_id, state, **extra), **(confs or {})}
-        if batch_id is not None:
-            settings.update({_TXN_APP_ID: self.app_id, _TXN_VERSION: str(batch_id)})
+        if txn is not None:
+            settings.update({_TXN_APP_ID: txn[0], _TXN_VERSION: str(txn[1])})
         for key, value in settings.items():
             clone.conf.set(key, value)
         return clone
@@ -307,7 +402,7 @@ class CommitLog:
         """Turn Delta's conflict exceptions of a commit planned from ``read_version`` into one line."""
         try:
             yield
-        except _CONFLICTS as error:
+        except CONFLICTS as error:
             other = self._describe(read_version + 1)
             raise ConcurrentWriteError(self.path, step, read_version, other) from error
 
@@ -324,7 +419,8 @@ class CommitLog:
         if row is None:
             return f"version {version}"
         meta = parse_metadata(row["userMetadata"]) or {}
-        by = f", batch {meta.get('batch_id')} of {meta.get('app_id')}" if meta else ""
+        writer = "" if meta.get("writer") is None else f"/{meta['writer']}"
+        by = f", batch {meta.get('batch_id')} of {meta.get('app_id')}{writer}" if meta else ""
         return f"version {version} ({row['operation']}{by})"
 
 
@@ -356,6 +452,13 @@ def commit_infos(spark: SparkSession, path: str, limit: int | None = None) -> li
         jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(history)
     )
     return infos
+
+
+def require_writer_name(writer: str | None) -> str | None:
+    """``writer`` if it can name a writer (None: the unnamed one); else :class:`InvalidInputError`."""
+    if writer is not None and (not isinstance(writer, str) or not writer or "/" in writer):
+        raise InvalidInputError(f"writer must be a non-empty string without '/', got {writer!r}")
+    return writer
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:

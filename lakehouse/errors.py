@@ -85,7 +85,7 @@ class ConcurrentWriteError(LakehouseError, RuntimeError):
         self.other = other
         super().__init__(
             f"{step} on {path} read version {read_version} but another writer committed {other} since: "
-            "nothing was written; one writer per table at a time (run the batch again)"
+            "nothing was written (run the batch again)"
         )
 
 

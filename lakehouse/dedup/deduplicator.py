@@ -27,16 +27,18 @@ already, so nothing of the index is read), at most one row per (task, id) is liv
 are always expired ones that :meth:`purge` drops by whole buckets (metadata only).
 
 Exactly-once: ``apply(df, batch_id)`` makes one index commit recording the batch id and the tasks' stream
-times (``txnAppId``/``txnVersion`` and ``userMetadata``; a batch that saves nothing commits too).
+times (``userMetadata``, and the fence ``txnAppId``/``txnVersion``; a batch that saves nothing commits
+too).
 Re-applying a committed batch id recomputes the same forwarded records against the index as of the version
 before that commit and writes nothing (a missing quarantine append excepted). ``run`` then appends them
 to a sink with the same batch id as ``txnVersion``, so a crash anywhere followed by a re-run yields each
 record exactly once in the sink. The batch id and the stream times survive Delta's checkpoints and log
-cleanup (:mod:`lakehouse.commit_log`: the index's ``SetTransaction``, and every commit of the index,
-purge included, records the stream times). The quarantine and the sink record the batch under this
-index's own app id, so deduplicators sharing them never skip each other's batches. One writer per index
-at a time (a batch that finds the index moved since it read it fails with ``ConcurrentWriteError``,
-writing nothing); readers may query it concurrently.
+cleanup (:mod:`lakehouse.commit_log`: every commit of the index, purge included, records the stream
+times and each writer's last batch id). The quarantine and the sink record the batch under this
+index's own app id (and the writer's name), so deduplicators sharing them never skip each other's
+batches. Several jobs may write one index at the same time, each under its own ``writer`` name: a batch
+that finds the index moved since it read it, however shortly before its commit, fails with
+``ConcurrentWriteError``, writing nothing, and is run again. Readers may query it concurrently.
 
 Exactly-once in the sink also when the *source* re-delivers: a record delivered again under a new batch
 id (or twice in one batch) is still forwarded by ``apply`` (KIP-655's offset-aware replay), but ``run``
@@ -51,6 +53,7 @@ offset statistics), and costs nothing when the batch has no such record.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -58,13 +61,21 @@ from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties, path_exists
-from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, hashable_columns, input_fingerprint
+from lakehouse.commit_log import (
+    CONFLICTS,
+    INPUT_FINGERPRINT,
+    CommitLog,
+    hashable_columns,
+    input_fingerprint,
+    require_writer_name,
+)
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
 from lakehouse.dedup.records import DedupStats, PurgeResult
@@ -97,6 +108,8 @@ _STREAM_TIME = "stream_time_us"
 #: only) instead of one file per shuffle partition and table partition, so a batch adds about one file per
 #: partition and the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
 _FEW_FILES = {"optimizeWrite": "true"}
+#: How long a sink folder that is not a Delta table may take to become one (a concurrent first commit).
+_SINK_CREATION_WAIT_S = 10.0
 _RECORD_COLUMNS = T.StructType(
     [
         T.StructField(PARTITION_COL, T.IntegerType()),
@@ -114,16 +127,19 @@ class Deduplicator:
         >>> stats = dedup.run(batch_df, batch_id=7, sink="/lake/txn_clean")  # doctest: +SKIP
     """
 
-    def __init__(self, spark: SparkSession, path: str, settings: DedupSettings) -> None:
+    def __init__(
+        self, spark: SparkSession, path: str, settings: DedupSettings, writer: str | None = None
+    ) -> None:
         self.spark = spark
         self.path = path
         self.settings = settings
-        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,))
+        self.writer = writer
+        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,), writer, fenced=True)
         self._stats: DedupStats | None = None
         self._cached: DataFrame | None = None
         self._id_schema: T.StructType | None = None
         self._with_ids: set[str] = set()
-        self._writer: str | None = None
+        self._sink_app_id: str | None = None
         self._writable = False
         #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
         self._after_commit: Callable[[str], None] = lambda step: None
@@ -139,6 +155,7 @@ class Deduplicator:
         *,
         bucket_width: timedelta | None = None,
         quarantine_path: str | None = None,
+        writer: str | None = None,
     ) -> Deduplicator:
         """Create the seen-ID index at ``path`` (or open it if it exists with the same settings).
 
@@ -148,14 +165,17 @@ class Deduplicator:
             bucket_width: Width of an index partition; default ``max(interval, 1 minute)``.
             quarantine_path: Optional Delta table keeping every dropped duplicate and the entry that
                 caused the drop (partitioned by batch id).
+            writer: The job writing batches through this handle (see :meth:`open`).
 
         Raises:
-            InvalidInputError: negative interval, empty or reserved ``by``, bucket width under 1 ms.
+            InvalidInputError: negative interval, empty or reserved ``by``, bucket width under 1 ms, a bad
+                writer name.
             StoreSettingsConflictError: an index exists at ``path`` with other settings.
         """
         if not isinstance(interval, timedelta):
             raise InvalidInputError(f"interval must be a timedelta, got {type(interval).__name__}")
         path = resolve_path(path)
+        require_writer_name(writer)
         quarantine_path = None if quarantine_path is None else resolve_path(quarantine_path)
         settings = DedupSettings(
             by=(by,) if isinstance(by, str) else tuple(by),
@@ -164,7 +184,7 @@ class Deduplicator:
             quarantine_path=quarantine_path,
         )
         if DeltaTable.isDeltaTable(spark, path):
-            existing = cls.open(spark, path)
+            existing = cls.open(spark, path, writer=writer)
             settings.check_same(path, existing.settings)
             return existing
         # The quarantine first: an index exists only with its quarantine, so a crash between the two
@@ -185,18 +205,27 @@ class Deduplicator:
             properties=settings.properties(),
             created_with=delta_ops.CHANGE_FEED,
         )
-        return cls(spark, path, settings)
+        return cls(spark, path, settings, writer)
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str) -> Deduplicator:
+    def open(cls, spark: SparkSession, path: str, *, writer: str | None = None) -> Deduplicator:
         """Open an existing index; its settings are read back from the table's properties.
+
+        Args:
+            writer: The job writing batches through this handle (e.g. its pipeline's name). Batch ids are
+                counted per writer, in the index and in the sink and quarantine it appends to, so jobs that
+                deduplicate into one index with their own batch ids never take each other's batches for
+                replays; the tasks' stream times are the index's, whoever advanced them. Default: the
+                unnamed writer (one job per index).
 
         Raises:
             NotALakehouseTableError: ``path`` holds no seen-ID index.
+            InvalidInputError: ``writer`` is empty or contains ``/``.
         """
         path = resolve_path(path)
+        require_writer_name(writer)
         settings = DedupSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
-        return cls(spark, path, settings)
+        return cls(spark, path, settings, writer)
 
     # ------------------------------------------------------------------ state
     @property
@@ -257,12 +286,12 @@ class Deduplicator:
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
-        writer = self._writer_id()
+        sink_app_id = self._sink_app_id_of_index()
         resolved, stats = self._apply(df, batch_id)
         rows = _forwarded(resolved, df.columns)
         if stats.replayed or stats.late or stats.null_ids:
             rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
-        sink_log = CommitLog(self.spark, sink, writer)
+        sink_log = CommitLog(self.spark, sink, sink_app_id, writer=self.writer)
         sink_log.append(rows, batch_id, {}, options=_FEW_FILES, index=self.path)
         self._after_commit("sink")
         self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
@@ -390,13 +419,13 @@ class Deduplicator:
         summary: list[Row],
         stats: DedupStats,
     ) -> None:
-        """Commit the batch's new entries and stream times: one idempotent append (recording the batch id
-        also when it saves nothing).
+        """Commit the batch's new entries and stream times: one fenced append (recording the batch id also
+        when it saves nothing).
 
         A new entry cannot equal a stored row (a record is saved only after its id's entry expired, see the
         module doc), so the append reads nothing of the index. Fails with ``ConcurrentWriteError``, writing
         nothing, if another writer committed after ``read_version``, the version the batch was resolved
-        against.
+        against (the fence of :mod:`lakehouse.commit_log`: also when that commit lands just before this one).
         """
         new_times = dict(stream_times)
         for row in summary:
@@ -409,16 +438,19 @@ class Deduplicator:
         }
         step = f"dedup batch {batch_id}"
         self._log.require_unchanged(read_version, step)
-        if self._ensure_id_columns(self.path, [resolved.schema[c] for c in self.settings.by]):
+        if self._ensure_id_columns(
+            self.path, [resolved.schema[c] for c in self.settings.by], read_version, step
+        ):
             read_version += 1  # our own ALTER TABLE
         entries = resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id))
         saved_us = [r["min_saved_us"] for r in summary if r["min_saved_us"] is not None]
         if saved_us:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
-        options = self._log.writer_options(batch_id, state, **extra)
+        options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
         self._log.require_unchanged(read_version, step)
         with self._log.guard(read_version, step):
             entries.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(self.path)
+        self._log.require_landed(read_version, step)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
@@ -431,10 +463,14 @@ class Deduplicator:
             bucket_of(F.unix_micros(TIMESTAMP_COL), self.settings.bucket_us).alias(BUCKET_COL),
         ]
 
-    def _ensure_id_columns(self, path: str, id_fields: list[T.StructField]) -> bool:
+    def _ensure_id_columns(
+        self, path: str, id_fields: list[T.StructField], read_version: int | None = None, step: str = ""
+    ) -> bool:
         """Add the id columns (types of the first batch) to the index or quarantine table, once.
 
-        Returns True if it committed an ALTER TABLE.
+        Returns True if it committed an ALTER TABLE. A writer that added them in the meantime fails this
+        one with ``ConcurrentWriteError`` when ``read_version`` (the index version the batch read) is given,
+        else (the quarantine) its columns are taken as they are.
         """
         if path in self._with_ids:
             return False
@@ -442,7 +478,18 @@ class Deduplicator:
         missing = [f for f in id_fields if f.name not in existing]
         if missing:
             columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-            self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+            try:
+                self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+            except (AnalysisException, *CONFLICTS) as error:
+                lost_race = (
+                    not isinstance(error, AnalysisException) or error.getCondition() == "FIELD_ALREADY_EXISTS"
+                )
+                if not lost_race:
+                    raise
+                if read_version is not None:
+                    self._log.require_unchanged(read_version, step)
+                    raise
+                return self._ensure_id_columns(path, id_fields)
         self._with_ids.add(path)
         return bool(missing)
 
@@ -461,14 +508,15 @@ class Deduplicator:
             F.col(CAUSE_COL)["o"].alias(ENTRY_OFFSET_COL),
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
-        quarantine = CommitLog(self.spark, path, self._writer_id())
+        quarantine = CommitLog(self.spark, path, self._sink_app_id_of_index(), writer=self.writer)
         quarantine.append(dropped, batch_id, {}, options=_FEW_FILES, index=self.path)
 
-    def _writer_id(self) -> str:
-        """The app id this index's batches carry in the tables it shares: quarantine and sink."""
-        if self._writer is None:
-            self._writer = f"{APP_ID}:{delta_ops.table_metadata(self.spark, self.path).id}"
-        return self._writer
+    def _sink_app_id_of_index(self) -> str:
+        """The app id this index's batches carry in the tables it shares (quarantine and sink), with
+        :attr:`writer` naming the job among the index's writers."""
+        if self._sink_app_id is None:
+            self._sink_app_id = f"{APP_ID}:{delta_ops.table_metadata(self.spark, self.path).id}"
+        return self._sink_app_id
 
     def _check_writable(self) -> None:
         """Raise ``ReadOnlyReplicaError`` on a replica's index (checked once per object)."""
@@ -489,11 +537,21 @@ def _stream_times(state: dict[str, Any]) -> dict[int, int]:
 
 def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> bool:
     """True if the sink exists, False if not; raise unless it is a Delta table that has every column of
-    ``schema`` with the same type."""
+    ``schema`` with the same type.
+
+    A folder that is not a Delta table yet may be one another writer is creating (its data files land
+    before its first commit): it is refused only if it is still not one :data:`_SINK_CREATION_WAIT_S`
+    seconds later.
+    """
     if not path_exists(spark, sink):
         return False
-    if not DeltaTable.isDeltaTable(spark, sink):
-        raise InvalidInputError(f"the dedup sink {sink} exists and is not a Delta table: nothing was written")
+    deadline = time.monotonic() + _SINK_CREATION_WAIT_S
+    while not DeltaTable.isDeltaTable(spark, sink):
+        if time.monotonic() > deadline:
+            raise InvalidInputError(
+                f"the dedup sink {sink} exists and is not a Delta table: nothing was written"
+            )
+        time.sleep(0.5)
     sink_schema = spark.read.format("delta").load(sink).schema
     require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
     return True

@@ -72,14 +72,17 @@ class BatchMetrics:
 Emit = Callable[[BatchMetrics], None]
 
 
-def rows_committed(spark: SparkSession, path: str, app_id: str, batch_id: int) -> tuple[int | None, int]:
-    """The version of ``path`` whose commit recorded batch ``batch_id`` of ``app_id``, and its added rows.
+def rows_committed(
+    spark: SparkSession, path: str, app_id: str, batch_id: int, writer: str | None = None
+) -> tuple[int | None, int]:
+    """The version of ``path`` whose commit recorded batch ``batch_id`` of ``app_id`` (as ``writer``), and
+    its added rows.
 
     (None, 0) when no commit recorded the batch (e.g. an empty batch that wrote nothing).
     """
     if not DeltaTable.isDeltaTable(spark, path):
         return None, 0
-    found = CommitLog(spark, path, app_id).batch_metrics(batch_id)
+    found = CommitLog(spark, path, app_id, writer=writer).batch_metrics(batch_id)
     if found is None:
         return None, 0
     version, metrics = found

@@ -48,6 +48,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
         by=spec.dedup_by,
         interval=spec.dedup_interval,
         quarantine_path=tables.quarantine if spec.quarantine else None,
+        writer=spec.name,
     )
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
@@ -101,9 +102,11 @@ def materialize(run: Run) -> list[BatchMetrics]:
 
 def changelog_store(spec: PipelineSpec, path: str, changelog: DataFrame) -> VersionedStore:
     """The versioned store at ``path`` of ``spec``'s ``changelog`` (created with the spec's settings, or
-    opened if it exists with them)."""
+    opened if it exists with them), written by the pipeline (its batch ids are the pipeline's own)."""
     schema = changelog.select(*spec.store_key, *spec.store_values).schema
-    return VersionedStore.create(changelog.sparkSession, path, spec.store_key, schema, spec.history_retention)
+    return VersionedStore.create(
+        changelog.sparkSession, path, spec.store_key, schema, spec.history_retention, writer=spec.name
+    )
 
 
 def put_changelog(spec: PipelineSpec, store: VersionedStore, batch: DataFrame, batch_id: int) -> PutAllResult:
@@ -134,8 +137,10 @@ def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], Bat
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
         joined = asof_join_with_stats(batch, store, timestamp=spec.join_timestamp, prefix=spec.join_prefix)
         before = current_version(run.spark, tables.enriched)
-        CommitLog(run.spark, tables.enriched, ENRICH_APP_ID).append(joined.frame, batch_id, {})
-        version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id)
+        CommitLog(run.spark, tables.enriched, ENRICH_APP_ID, writer=spec.name).append(
+            joined.frame, batch_id, {}
+        )
+        version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id, writer=spec.name)
         return BatchMetrics(
             spec.name,
             "enrich",

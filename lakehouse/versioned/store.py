@@ -15,15 +15,16 @@ Semantics (the contract; bounds matter):
   history of a key may start later, or have a gap, before ``ST - R`` only.
 - Every write (put, delete, put_all batch) is one atomic Delta commit; a batch given a ``batch_id`` that
   the table has already recorded is a no-op (replay), and a batch id is recorded even when every record
-  of the batch is dropped (or there is none). The last batch id is Delta's ``SetTransaction`` and ``ST``
-  is recorded by every commit the store makes, batches, expiry and VACUUM alike, so both survive Delta's
-  checkpoints and log cleanup (:mod:`lakehouse.commit_log`).
+  of the batch is dropped (or there is none). Each writer's last batch id and ``ST`` are recorded by every
+  commit the store makes, batches, expiry and VACUUM alike, so both survive Delta's checkpoints and log
+  cleanup (:mod:`lakehouse.commit_log`).
 
 Physical layout: partitioned by ``segment = floor(valid_to / segment_interval)`` (NULL for the latest
 versions). Expiry drops whole segments with a metadata-only DELETE; reads and writes prune segments.
-One writer per store at a time (a scheduled job); readers may run concurrently (snapshot isolation). A
-write planned from one table version fails with ``ConcurrentWriteError``, writing nothing, when another
-writer committed after that version.
+Several jobs may write one store, each under its own ``writer`` name (batch ids are per writer); a batch
+commits only on the table version it was planned from, else it fails with ``ConcurrentWriteError``,
+writing nothing, whenever the other writer committed (the fence of :mod:`lakehouse.commit_log`). Readers may
+run concurrently (snapshot isolation).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
-from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded
+from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded, require_writer_name
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import require_order_columns
 from lakehouse.paths import resolve_path
@@ -77,13 +78,20 @@ _MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 class VersionedStore:
     """A versioned key-value store on Delta Lake. Build with :meth:`create` or :meth:`open`."""
 
-    def __init__(self, spark: SparkSession, path: str, settings: StoreSettings, schema: T.StructType) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        settings: StoreSettings,
+        schema: T.StructType,
+        writer: str | None = None,
+    ) -> None:
         self.spark = spark
         self.path = path
         self.settings = settings
         self.schema = schema
         self._writable = False
-        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,))
+        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,), writer, fenced=True)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -97,6 +105,8 @@ class VersionedStore:
         segment_interval: timedelta | None = None,
         file_retention: timedelta = _DEFAULT_FILE_RETENTION,
         deletion_vectors: bool = True,
+        *,
+        writer: str | None = None,
     ) -> VersionedStore:
         """Create the store's Delta table at ``path`` (or open it if it exists with the same settings).
 
@@ -112,13 +122,15 @@ class VersionedStore:
                 to ``false``, as Delta's own ``VACUUM ... RETAIN`` requires.
             deletion_vectors: Let each batch's MERGE mark replaced rows in deletion vectors instead of
                 rewriting every file it touches (``delta.enableDeletionVectors``; readers need Delta 2.3+).
+            writer: The job writing batches through this handle (see :meth:`open`).
 
         Raises:
             InvalidInputError: a negative retention, a segment interval under 1 ms, an unsafe
-                ``file_retention``, a bad key or schema.
+                ``file_retention``, a bad key, schema or writer name.
             StoreSettingsConflictError: a table exists at ``path`` with other settings.
         """
         path = resolve_path(path)
+        require_writer_name(writer)
         keys = (key,) if isinstance(key, str) else tuple(key)
         settings = StoreSettings(
             keys=keys,
@@ -143,18 +155,26 @@ class VersionedStore:
             properties=properties,
             created_with=delta_ops.CHANGE_FEED,
         )
-        return cls(spark, path, settings, full_schema)
+        return cls(spark, path, settings, full_schema, writer)
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str) -> VersionedStore:
+    def open(cls, spark: SparkSession, path: str, *, writer: str | None = None) -> VersionedStore:
         """Open an existing store; its settings are read back from the table's properties.
+
+        Args:
+            writer: The job writing batches through this handle (e.g. its pipeline's name). Batch ids are
+                counted per writer, so jobs that write one store with their own batch ids never take each
+                other's batches for replays; stream time and retention are the store's, whoever advanced
+                them. Default: the unnamed writer (one job per store).
 
         Raises:
             NotALakehouseTableError: ``path`` holds no versioned store.
+            InvalidInputError: ``writer`` is empty or contains ``/``.
         """
         path = resolve_path(path)
+        require_writer_name(writer)
         settings = StoreSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
-        return cls(spark, path, settings, spark.read.format("delta").load(path).schema)
+        return cls(spark, path, settings, spark.read.format("delta").load(path).schema, writer)
 
     # ------------------------------------------------------------------ state
     def table(self) -> DataFrame:
@@ -326,11 +346,13 @@ class VersionedStore:
         self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
     ) -> None:
         """Commit a batch that changes no row (no record, or all dropped): an empty idempotent append."""
-        options = self._log.writer_options(batch_id, state, **counts)
+        options = self._log.writer_options(batch_id, state, read_version=read_version, **counts)
         empty = self.spark.createDataFrame([], self.schema)
-        self._log.require_unchanged(read_version, f"put_all batch {batch_id}")
-        with self._log.guard(read_version, f"put_all batch {batch_id}"):
+        step = f"put_all batch {batch_id}"
+        self._log.require_unchanged(read_version, step)
+        with self._log.guard(read_version, step):
             empty.write.format("delta").mode("append").options(**options).save(self.path)
+        self._log.require_landed(read_version, step)
 
     def _merge(
         self,
@@ -394,7 +416,12 @@ class VersionedStore:
         # Every partition this commit writes is at or above it (see LOWEST_SEGMENT).
         lowest = max(min_segment, segment_of(horizon_us, self.settings.interval_us))
         session = self._log.session(
-            batch_id, state, {_MATERIALIZE_SOURCE: "none"}, **counts, **{LOWEST_SEGMENT: lowest}
+            batch_id,
+            state,
+            {_MATERIALIZE_SOURCE: "none"},
+            read_version=read_version,
+            **counts,
+            **{LOWEST_SEGMENT: lowest},
         )
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
         self._log.require_unchanged(read_version, step)
@@ -410,6 +437,7 @@ class VersionedStore:
                 .execute()
                 .first()
             )
+        self._log.require_landed(read_version, step)
         return (0 if merged is None else int(merged["num_affected_rows"])), source
 
     def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:

@@ -18,9 +18,6 @@ from tests.crash import Py4JCrash, after_commit, at_call, commits, kill_after_co
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
 
-#: Kills of the job's process group per run of the kill test (each a JVM start: about 15 s).
-KILLS = 2
-
 #: Crashes at random Py4J calls in the exception test's third run.
 RANDOM_CALLS = 3
 
@@ -153,7 +150,8 @@ def _job(config: Path) -> list[str]:
 def test_a_killed_job_process_then_a_restart_ends_as_an_uninterrupted_run(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """SIGKILL of the job's Python and JVM after random commits (polled, so anywhere up to 10 ms later)."""
+    """SIGKILL of the job's Python and JVM after each commit of an uninterrupted run, one kill and restart
+    per commit (polled, so anywhere up to 10 ms after it): every stage, every table."""
     crashed, alone = tmp_path / "crashed", tmp_path / "alone"
     for root in (crashed, alone):
         _land_first(root)
@@ -164,11 +162,10 @@ def test_a_killed_job_process_then_a_restart_ends_as_an_uninterrupted_run(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
     env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
     root = Path(_spec(crashed).tables.root)
-    # Kill points among the uninterrupted run's commits; a restart redoes some (maintain's VACUUM), so each
+    # A kill after each of the uninterrupted run's commits; a restart redoes some (maintain's VACUUM), so each
     # is at least the next commit of the run so far.
-    targets = sorted(random.sample(range(1, total + 1), KILLS))
     killed: list[int] = []
-    for target in targets:
+    for target in range(1, total + 1):
         killed_at, done = kill_after_commit(
             _job(config),
             root,
@@ -185,5 +182,5 @@ def test_a_killed_job_process_then_a_restart_ends_as_an_uninterrupted_run(
     done = subprocess.run(_job(config), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _tables(spark, _spec(crashed)) == _tables(spark, _spec(alone)), f"killed after commits {killed}"
-    POINTS["killed process after a random commit"] = len(killed)
-    assert killed, f"no kill: the job made fewer than {targets[0]} commits"
+    POINTS["killed process after a commit"] = len(killed)
+    assert len(killed) >= total // 2, f"killed after {killed} only, of {total} commits"
