@@ -244,7 +244,8 @@ def last_drop_bound(spark: SparkSession, path: str, app_id: str, up_to_version: 
     """The ``bound`` of the newest :func:`drop_partitions_below` commit of ``app_id`` at or before
     ``up_to_version``, or None when there is none (a drop that matched nothing wrote no commit).
 
-    Reads the retained commit infos from the log (:func:`lakehouse.commit_log.commit_infos`): no Spark job.
+    Reads the retained commit infos from the log (:func:`lakehouse.commit_log.commit_infos`), without
+    building a history DataFrame.
     """
     for info in commit_infos(spark, path):
         meta = parse_metadata(info.get("userMetadata")) or {}
