@@ -326,8 +326,10 @@ class Deduplicator:
         annotated = _resolve.annotate(prepared, live, self.settings)
         self._release()
         # The batch is ordered, joined with its entries and shuffled by id once; every consumer below
-        # (summary, index MERGE, quarantine, the forwarded records) decides from this cache.
-        self._cached = annotated.persist(StorageLevel.MEMORY_AND_DISK)
+        # (summary, index append, quarantine, the forwarded records) decides from this cache. Deserialized,
+        # as a DataFrame's default cache level is: PySpark's MEMORY_AND_DISK is the serialized level (meant
+        # for pickled RDDs), which Java-deserializes the cached column batches on each of those reads.
+        self._cached = annotated.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         resolved = _resolve.decide(self._cached, self.settings, df.columns)
         summary = _summarize(resolved, hashable_columns(df.schema))
         _check_summary(summary)
