@@ -40,10 +40,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import Deduplicator
 from lakehouse.dedup._resolve import TASK
-from lakehouse.dedup.deduplicator import _STREAM_TIME, APP_ID
+from lakehouse.dedup.deduplicator import _STREAM_TIME
 from lakehouse.session import get_spark
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -107,9 +106,9 @@ def seed_index(spark: SparkSession, dedup: Deduplicator, n: int) -> None:
     stream_time_us = int(seed.agg(F.max(F.unix_micros("timestamp"))).first()[0])
     stats = {"input": n, "forwarded": n, "duplicates": 0, "late": 0, "replayed": 0, "null_ids": 0, "saved": n}
     state = {_STREAM_TIME: {"0": stream_time_us}}
-    seed.select(*dedup._index_columns(0)).write.format("delta").mode("append").options(
-        **CommitLog(spark, dedup.path, APP_ID).writer_options(0, state, stats=stats)
-    ).save(dedup.path)
+    options = dedup._log.writer_options(0, state, read_version=dedup._log.read().version, stats=stats)
+    entries = seed.select(*dedup._index_columns(0))
+    entries.write.format("delta").mode("append").options(**options).save(dedup.path)
 
 
 def apply_forced(dedup: Deduplicator, batch: DataFrame) -> None:
