@@ -43,6 +43,7 @@ SparkContext and caches), so other threads' writes never pick them up.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -157,10 +158,10 @@ class CommitLog:
         self.txn_app_id = app_id if writer is None else f"{app_id}/{writer}"
         self.fenced = fenced
         self.state_fields = (*state_fields, BATCH_IDS) if fenced else state_fields
-        #: The batch ids of every writer as of the last :meth:`read` (a fenced log's commits carry them).
-        self._batch_ids: dict[str, int] = {}
-        #: The commit token of the last fenced commit this log prepared (see :meth:`require_landed`).
-        self._token: str | None = None
+        #: Per thread (a handle may be shared by threads): ``batch_ids``, every writer's last batch id as of
+        #: the thread's last :meth:`read` (a fenced log's commits carry them), and ``token``, the commit token
+        #: of the fenced commit it prepared last (see :meth:`require_landed`).
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ reading
     def read(self) -> Recorded:
@@ -176,8 +177,8 @@ class CommitLog:
         last = int(txn.get()) if txn.isDefined() else None
         state = self.state_at(version)
         if self.fenced:
-            self._batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
-            last = _largest(last, self._batch_ids.get(self.writer or ""))
+            self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
+            last = _largest(last, self._local.batch_ids.get(self.writer or ""))
         return Recorded(version, last, state)
 
     def last_batch_id(self) -> int | None:
@@ -297,7 +298,7 @@ class CommitLog:
         body = {"app_id": self.app_id, **named, "batch_id": batch_id, **state, **extra}
         if self.fenced:
             mine = {} if batch_id is None else {self.writer or "": batch_id}
-            body[BATCH_IDS] = {**self._batch_ids, **mine}
+            body[BATCH_IDS] = {**getattr(self._local, "batch_ids", {}), **mine}
         return json.dumps({METADATA_KEY: body}, sort_keys=True)
 
     def writer_options(
@@ -326,14 +327,14 @@ class CommitLog:
             if batch_id is not None:
                 raise LakehouseInternalError(f"a fenced batch commit on {self.path} needs its read version")
             return None
-        self._token = uuid.uuid4().hex
-        extra[_COMMIT_TOKEN] = self._token
+        self._local.token = uuid.uuid4().hex
+        extra[_COMMIT_TOKEN] = self._local.token
         return f"{self.app_id}#fence", read_version + 1
 
     def require_landed(self, read_version: int, step: str) -> None:
         """Raise :class:`ConcurrentWriteError` if the fenced commit just made was skipped by Delta: another
         batch planned from ``read_version`` committed first (module doc)."""
-        token, self._token = self._token, None
+        token, self._local.token = getattr(self._local, "token", None), None
         if token is None:
             raise LakehouseInternalError(f"no fenced commit was prepared on {self.path}")
         current = int(latest_snapshot(self.spark, self.path).version())
