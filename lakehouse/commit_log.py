@@ -135,8 +135,7 @@ class CommitLog:
     from the commits of every writer of ``app_id``. Batch ids (``SetTransaction``, :meth:`commits`) are this
     writer's own: ``txn_app_id`` is ``app_id``, or ``<app_id>/<writer>`` for a named writer. A ``fenced``
     log commits batches through the fence (module doc): pass the version a batch was planned from as
-    ``read_version`` to :meth:`writer_options` / :meth:`session`, and call :meth:`require_landed` after the
-    commit.
+    ``read_version`` to :meth:`writer_options` / :meth:`session`, and commit in :meth:`committing`.
 
     Raises:
         InvalidInputError: ``writer`` is empty, not a string, or contains ``/``.
@@ -392,20 +391,28 @@ class CommitLog:
     def require_unchanged(self, read_version: int, step: str) -> None:
         """Raise :class:`ConcurrentWriteError` if a commit landed after ``read_version`` (what ``step`` read).
 
-        Call it right before a commit planned from ``read_version``; :meth:`guard` covers the commit itself.
+        :meth:`committing` calls it right before a commit; call it alone to stop early, before costly work.
         """
         current = int(latest_snapshot(self.spark, self.path).version())
         if current != read_version:
             raise ConcurrentWriteError(self.path, step, read_version, self._describe(read_version + 1))
 
     @contextmanager
-    def guard(self, read_version: int, step: str) -> Iterator[None]:
-        """Turn Delta's conflict exceptions of a commit planned from ``read_version`` into one line."""
+    def committing(self, read_version: int, step: str) -> Iterator[None]:
+        """Run the block's commit, planned from ``read_version``, only on that version.
+
+        Checks the version first (:meth:`require_unchanged`), turns Delta's conflict exceptions of the commit
+        into one :class:`ConcurrentWriteError` line, and on a fenced log checks after the block that the
+        commit was not skipped (:meth:`require_landed`).
+        """
+        self.require_unchanged(read_version, step)
         try:
             yield
         except CONFLICTS as error:
             other = self._describe(read_version + 1)
             raise ConcurrentWriteError(self.path, step, read_version, other) from error
+        if self.fenced:
+            self.require_landed(read_version, step)
 
     # ------------------------------------------------------------------ internals
     def _describe(self, version: int) -> str:

@@ -223,7 +223,6 @@ class Deduplicator:
             InvalidInputError: ``writer`` is empty or contains ``/``.
         """
         path = resolve_path(path)
-        require_writer_name(writer)
         settings = DedupSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
         return cls(spark, path, settings, writer)
 
@@ -449,10 +448,8 @@ class Deduplicator:
         if saved_us:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
         options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
-        self._log.require_unchanged(read_version, step)
-        with self._log.guard(read_version, step):
+        with self._log.committing(read_version, step):
             entries.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(self.path)
-        self._log.require_landed(read_version, step)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [

@@ -172,7 +172,6 @@ class VersionedStore:
             InvalidInputError: ``writer`` is empty or contains ``/``.
         """
         path = resolve_path(path)
-        require_writer_name(writer)
         settings = StoreSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
         return cls(spark, path, settings, spark.read.format("delta").load(path).schema, writer)
 
@@ -348,11 +347,8 @@ class VersionedStore:
         """Commit a batch that changes no row (no record, or all dropped): an empty idempotent append."""
         options = self._log.writer_options(batch_id, state, read_version=read_version, **counts)
         empty = self.spark.createDataFrame([], self.schema)
-        step = f"put_all batch {batch_id}"
-        self._log.require_unchanged(read_version, step)
-        with self._log.guard(read_version, step):
+        with self._log.committing(read_version, f"put_all batch {batch_id}"):
             empty.write.format("delta").mode("append").options(**options).save(self.path)
-        self._log.require_landed(read_version, step)
 
     def _merge(
         self,
@@ -424,8 +420,7 @@ class VersionedStore:
             **{LOWEST_SEGMENT: lowest},
         )
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
-        self._log.require_unchanged(read_version, step)
-        with self._log.guard(read_version, step):
+        with self._log.committing(read_version, step):
             merged = (
                 DeltaTable.forPath(session, self.path)
                 .alias("t")
@@ -437,7 +432,6 @@ class VersionedStore:
                 .execute()
                 .first()
             )
-        self._log.require_landed(read_version, step)
         return (0 if merged is None else int(merged["num_affected_rows"])), source
 
     def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:
