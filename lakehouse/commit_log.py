@@ -62,6 +62,7 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -80,6 +81,8 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _RECENT_COMMITS = 20
+#: At most this many commit infos are read file by file on the driver (see :func:`commit_infos`).
+_DRIVER_READS = 50
 #: State field of a fenced log: the last batch id of each writer ("" for the unnamed one).
 BATCH_IDS = "batch_ids"
 #: Commit metadata field of a fenced commit: a random token, looked up to tell a commit that Delta skipped.
@@ -172,8 +175,7 @@ class CommitLog:
         version = int(snapshot.version())
         if version < 0:
             raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
-        txn = snapshot.transactions().get(self.txn_app_id)
-        last = int(txn.get()) if txn.isDefined() else None
+        last = recorded_txn(self.spark, snapshot, self.txn_app_id)
         state = self.state_at(version)
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
@@ -445,21 +447,96 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     return log.update(False, none, none)
 
 
-def commit_infos(spark: SparkSession, path: str, limit: int | None = None) -> list[dict[str, Any]]:
+def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | None:
+    """The ``txnVersion`` of Delta's ``SetTransaction`` for ``txn_app_id`` in ``snapshot`` (None: none).
+
+    Read from the snapshot's checksum when it lists the transactions (the ``.crc`` file Delta writes with
+    each commit, carried forward in memory after this process's own commits): no Spark job. Otherwise (a
+    commit written without a checksum) from the snapshot's reconstructed state, Spark jobs over the log.
+    ``Snapshot.setTransactionsIfKnown`` is not used: it reconstructs the state even when the checksum has it.
+    """
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().setTransactions() if checksum.isDefined() else None
+    if listed is None or not listed.isDefined():
+        txn = snapshot.transactions().get(txn_app_id)
+        return int(txn.get()) if txn.isDefined() else None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    for action in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get()):
+        if action.appId() == txn_app_id:
+            return int(action.version())
+    return None
+
+
+def commit_infos(
+    spark: SparkSession, path: str, limit: int | None = None, *, after: int | None = None
+) -> list[dict[str, Any]]:
     """The commit infos of the table's newest ``limit`` commits (every retained one if None), newest first.
 
-    Each as ``DESCRIBE HISTORY`` has it (``version``, ``timestamp`` in epoch milliseconds, ``operation``,
-    ``operationMetrics``, ``userMetadata``, ...; absent fields missing): read from the log's commit files
-    and handed over as one JSON text, without building a DataFrame.
+    ``after``: only the retained commits with a version above it (``limit`` is then ignored). Each as
+    ``DESCRIBE HISTORY`` has it (``version``, ``timestamp`` in epoch milliseconds, ``operation``,
+    ``operationParameters``, ``operationMetrics``, ``userMetadata``, ...; absent fields missing), without
+    building a DataFrame. Up to :data:`_DRIVER_READS` commits are read file by file on the driver (no Spark
+    job); more by Delta's history reader (one Spark job reading the commit files in parallel).
     """
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    snapshot = latest_snapshot(spark, path)
+    latest = int(snapshot.version())
+    first = 0 if limit is None else max(0, latest - limit + 1)
+    first = first if after is None else max(0, after + 1)
+    if latest - first + 1 <= _DRIVER_READS:
+        return _read_commit_infos(spark, snapshot, first, latest)
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    history = log.history().getHistory(jvm.scala.Option.empty() if limit is None else jvm.scala.Some(limit))
+    history = log.history().getHistory(first, jvm.scala.Option.empty(), jvm.scala.Option.empty())
     infos: list[dict[str, Any]] = json.loads(
         jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(history)
     )
     return infos
+
+
+def _read_commit_infos(spark: SparkSession, snapshot: Any, first: int, last: int) -> list[dict[str, Any]]:
+    """The commit infos of versions ``last`` down to ``first`` still in the log, read on the driver.
+
+    Delta's log cleanup removes the oldest commit files first: the walk stops at the first one missing.
+    The timestamp is the commit's in-commit timestamp if it has one, else its file's modification time
+    (what ``DESCRIBE HISTORY`` reports).
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log = snapshot.deltaLog()
+    conf = log.newDeltaHadoopConf()
+    files = jvm.org.apache.spark.sql.delta.util.DeltaCommitFileProvider.apply(snapshot)
+    infos = []
+    for version in range(last, first - 1, -1):
+        file = files.deltaFile(version)
+        try:
+            status = file.getFileSystem(conf).getFileStatus(file)
+        except Py4JJavaError as error:
+            if error.java_exception.getClass().getName() != "java.io.FileNotFoundException":
+                raise
+            break
+        info = _commit_info(log.store().readAsIterator(status, conf))
+        info["version"] = version
+        info["timestamp"] = info.get("inCommitTimestamp", status.getModificationTime())
+        infos.append(info)
+    return infos
+
+
+def _commit_info(lines: Any) -> dict[str, Any]:
+    """The ``commitInfo`` action among a commit file's ``lines`` (a JVM iterator, closed here); {} if none.
+
+    Delta writes it first, so usually one line is read.
+    """
+    try:
+        while lines.hasNext():
+            action = json.loads(lines.next())
+            if "commitInfo" in action:
+                info: dict[str, Any] = action["commitInfo"]
+                return info
+        return {}
+    finally:
+        lines.close()
 
 
 def require_writer_name(writer: str | None) -> str | None:

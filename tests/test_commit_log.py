@@ -7,11 +7,13 @@ import threading
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import CommitLog, parse_metadata
+from lakehouse.commit_log import CommitLog, commit_infos, parse_metadata
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
+from lakehouse.times import micros
 from tests.durability import FAST_CLEANUP, age_log, deleted_since
 
 SCHEMA = T.StructType([T.StructField("id", T.LongType()), T.StructField("part", T.IntegerType())])
@@ -89,6 +91,42 @@ def test_state_is_the_largest_recorded_and_survives_log_cleanup(spark: SparkSess
     assert not log.check_new(1, recorded.last_batch_id)
     with pytest.raises(InvalidInputError, match="older than the table's log retention"):
         log.check_new(0, recorded.last_batch_id)
+
+
+def test_commit_infos_read_on_the_driver_equal_delta_history_and_stop_at_log_cleanup(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(spark, table_path, SCHEMA, properties=FAST_CLEANUP)
+    log = CommitLog(spark, table_path, APP, ("t",))
+    row = spark.createDataFrame([(1, 0)], SCHEMA)
+    row.write.format("delta").mode("append").options(**log.writer_options(0, {"t": 1})).save(table_path)
+    DeltaTable.forPath(spark, table_path).alias("t").merge(row.alias("s"), "t.id = s.id").whenMatchedUpdate(
+        set={"part": "s.part + 1"}
+    ).execute()
+    fields = ("version", "operation", "operationParameters", "operationMetrics", "userMetadata")
+
+    def history() -> list[tuple[object, ...]]:
+        rows = DeltaTable.forPath(spark, table_path).history().orderBy(F.desc("version")).collect()
+        return [(micros(r["timestamp"]) // 1000, *(r[f] for f in fields)) for r in rows]
+
+    def read(**kwargs: int) -> list[tuple[object, ...]]:
+        group = "commit_infos"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            infos = commit_infos(spark, table_path, **kwargs)
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+        assert not spark.sparkContext.statusTracker().getJobIdsForGroup(group)  # read on the driver
+        return [(i["timestamp"], *(i.get(f) for f in fields)) for i in infos]
+
+    spark.sql(f"ALTER TABLE delta.`{table_path}` SET TBLPROPERTIES ('x' = '1')")
+    assert read() == history() and len(history()) == 4
+    assert read(limit=2) == history()[:2] and read(after=1) == history()[:2]
+    before = age_log(table_path)
+    for _ in range(2):  # the checkpoint these commits write triggers the log cleanup
+        row.write.format("delta").mode("append").save(table_path)
+    assert "00000000000000000000.json" in deleted_since(table_path, before)
+    assert read(after=-1) == history() and read(after=-1)[-1][1] > 0
 
 
 def test_writes_fail_with_one_line_when_the_table_moved_since_it_was_read(

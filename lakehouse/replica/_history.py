@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from lakehouse.commit_log import parse_metadata
+from lakehouse.commit_log import commit_infos, parse_metadata
+from lakehouse.times import from_micros
 
 #: The fields of a store's commit metadata that its readers need (stream time, last batch id).
 RECORDED_FIELDS = ("stream_time_us", "batch_id")
@@ -21,17 +21,24 @@ RECORDED_FIELDS = ("stream_time_us", "batch_id")
 #: the first needed commit's time minus this).
 WRITE_MARGIN = timedelta(hours=1)
 _DROP_OPERATION = "drop_partitions"
+#: Operations that change no rows (their commits add no data file, or only files with dataChange false).
+_NO_ROW_CHANGES = frozenset(
+    {"SET TBLPROPERTIES", "ADD COLUMNS", "OPTIMIZE", "VACUUM START", "VACUUM END", "CREATE TABLE"}
+)
+#: MERGE metrics that are all 0 when the MERGE only inserted rows (its files are new ones only).
+_MERGE_CHANGES = ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetFilesRemoved")
 
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of the source's history."""
+    """One commit of the source's history (``timestamp`` in UTC, ``metrics`` its ``operationMetrics``)."""
 
     version: int
     timestamp: datetime
     operation: str
     parameters: dict[str, str]
     meta: dict[str, Any]
+    metrics: dict[str, str]
 
     def vacuum_horizon(self) -> datetime | None:
         """For a VACUUM START: files removed (or untracked and written) before this time may be gone."""
@@ -44,23 +51,21 @@ class Commit:
 
 
 def source_commits(spark: SparkSession, path: str, after: int = -1) -> list[Commit]:
-    """The commits of the table at ``path`` with version > ``after`` still in its log, oldest first."""
-    history = DeltaTable.forPath(spark, path).history()
-    rows = (
-        history.where(history["version"] > after)
-        .select("version", "timestamp", "operation", "operationParameters", "userMetadata")
-        .collect()
-    )
+    """The commits of the table at ``path`` with version > ``after`` still in its log, oldest first.
+
+    Read from the log's commit files on the driver (:func:`lakehouse.commit_log.commit_infos`): no Spark job.
+    """
     return sorted(
         (
             Commit(
-                int(r["version"]),
-                r["timestamp"],
-                r["operation"],
-                dict(r["operationParameters"] or {}),
-                _lakehouse_meta(r["userMetadata"]),
+                int(info["version"]),
+                from_micros(int(info["timestamp"]) * 1000),
+                str(info["operation"]),
+                {str(k): str(v) for k, v in (info.get("operationParameters") or {}).items()},
+                _lakehouse_meta(info.get("userMetadata")),
+                {str(k): str(v) for k, v in (info.get("operationMetrics") or {}).items()},
             )
-            for r in rows
+            for info in commit_infos(spark, path, after=after)
         ),
         key=lambda c: c.version,
     )
@@ -116,3 +121,30 @@ def coverage_problem(commits: list[Commit], checkpoint: int, target: int) -> str
                 f"which the changes after version {checkpoint} need"
             )
     return None
+
+
+def inserts_only(commits: list[Commit], first: int, last: int) -> bool:
+    """Whether the commits ``first .. last`` (both inclusive) only inserted rows, by their commit infos.
+
+    True when every version of the range is in ``commits`` and each is an append (``WRITE`` or
+    ``STREAMING UPDATE`` in mode ``Append``), a MERGE that updated, deleted and removed nothing, or an
+    operation that changes no rows: then the range's Change Data Feed holds ``insert`` rows only (Delta
+    reads a commit without change files as its added files' inserts and removed files' deletes, and these
+    remove none). False means "not known from the metadata", not "has updates".
+    """
+    in_range = [c for c in commits if first <= c.version <= last]
+    return len(in_range) == last - first + 1 and all(_inserts_only(c) for c in in_range)
+
+
+def _inserts_only(commit: Commit) -> bool:
+    if commit.operation in _NO_ROW_CHANGES:
+        return True
+    if commit.operation == "WRITE":
+        return commit.parameters.get("mode") == "Append"
+    if commit.operation == "STREAMING UPDATE":
+        return commit.parameters.get("outputMode") == "Append"
+    if commit.operation == "MERGE":
+        metrics = commit.metrics
+        no_changes = all(metrics.get(name) == "0" for name in _MERGE_CHANGES)
+        return no_changes and metrics.get("numTargetDeletionVectorsAdded", "0") == "0"
+    return False

@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.commit_log import CommitLog
+from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata, recorded_txn
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _history
@@ -65,6 +65,8 @@ _MISSING_CHANGES = (
     "DELTA_FILE_NOT_FOUND",
 )
 _IGNORE_MISSING_FILES = "spark.sql.files.ignoreMissingFiles"
+# The replica's newest commits read first when looking for its last own commit (all of them if needed).
+_RECENT_COMMITS = 20
 
 
 class ReplicaReinitializedWarning(UserWarning):
@@ -184,8 +186,12 @@ class Replica:
         return self.spark.read.format("delta").load(self.path)
 
     def checkpoint(self) -> int | None:
-        """The last applied source version (None: nothing applied yet), from the replica's Delta state."""
-        return CommitLog(self.spark, self.path, self._txn_app()).last_batch_id()
+        """The last applied source version (None: nothing applied yet), from the replica's Delta state.
+
+        The ``SetTransaction`` of the replica's newest snapshot, read from its checksum (no Spark job, see
+        :func:`lakehouse.commit_log.recorded_txn`).
+        """
+        return recorded_txn(self.spark, latest_snapshot(self.spark, self.path), self._txn_app())
 
     def _txn_app(self, source_id: str | None = None) -> str:
         return f"{APP_ID}:{source_id or self.source_id}"
@@ -316,15 +322,17 @@ class Replica:
             )
         if checkpoint is None:
             return None
-        history = DeltaTable.forPath(self.spark, self.path).history()
-        for row in (
-            history.select("version", "operation", "userMetadata").orderBy(F.desc("version")).collect()
-        ):
-            if row["operation"] in _MAINTENANCE:
-                continue
-            if "replica" in _history._lakehouse_meta(row["userMetadata"]):
+        for limit in (_RECENT_COMMITS, None):
+            infos = commit_infos(self.spark, self.path, limit)
+            for info in infos:
+                if info["operation"] in _MAINTENANCE:
+                    continue
+                if "replica" in (parse_metadata(info.get("userMetadata")) or {}):
+                    return None
+                version, operation = info["version"], info["operation"]
+                return f"version {version} of the replica ({operation}) was not written by its sync"
+            if len(infos) < _RECENT_COMMITS:
                 return None
-            return f"version {row['version']} of the replica ({row['operation']}) was not written by its sync"
         return None
 
     def _snapshot(self, version: int) -> DataFrame:
@@ -407,24 +415,47 @@ class Replica:
         return rows, drops, written
 
     def _apply_changes(self, commits: list[_history.Commit], kind: SourceKind, first: int, last: int) -> int:
-        """One replica commit applying source versions ``first .. last``; returns the change rows applied."""
+        """One replica commit applying source versions ``first .. last``; returns the change rows applied.
+
+        A range whose commit infos say it only inserted rows (:func:`_history.inserts_only`, the versioned
+        store's appended versions) is appended as it is, without looking at its rows first; any other range
+        is aggregated (:func:`_changes.change_stats`, one Spark job) and appended if that finds inserts only,
+        else MERGEd.
+        """
         changes = self._changes(first, last)
         self._add_new_columns(changes.schema)
         columns = [c for c in changes.columns if c not in _changes.CDF_COLUMNS]
-        with self._no_missing_files():
-            stats = _changes.change_stats(changes, kind.partition_column, kind.bound_columns)
         commit = self._commit(commits, kind, last, "sync")
-        if stats.insert_only:
-            options = delta_ops.commit_options(*commit)
-            with self._no_missing_files():
-                changes.select(*columns).write.format("delta").mode("append").options(**options).save(
-                    self.path
-                )
+        if _history.inserts_only(commits, first, last):
+            rows = self._append(changes.select(*columns), commit, last)
         else:
-            self._merge(changes, kind, columns, stats, commit)
+            with self._no_missing_files():
+                stats = _changes.change_stats(changes, kind.partition_column, kind.bound_columns)
+            if stats.insert_only:
+                self._append(changes.select(*columns), commit, last)
+            else:
+                self._merge(changes, kind, columns, stats, commit)
+            rows = stats.inserts + stats.updates + stats.deletes
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
-        return stats.inserts + stats.updates + stats.deletes
+        return rows
+
+    def _append(self, rows: DataFrame, commit: tuple[str, tuple[str, int] | None], last: int) -> int:
+        """Append ``rows`` as the sync commit of source version ``last``; returns the rows it wrote.
+
+        The count is the commit's ``numOutputRows`` (0 when Delta skipped the commit: its checkpoint was
+        recorded already).
+        """
+        with self._no_missing_files():
+            rows.write.format("delta").mode("append").options(**delta_ops.commit_options(*commit)).save(
+                self.path
+            )
+        newest = commit_infos(self.spark, self.path, 1)[0]
+        mine = (parse_metadata(newest.get("userMetadata")) or {}).get("replica") == {
+            "source_version": last,
+            "operation": "sync",
+        }
+        return int((newest.get("operationMetrics") or {}).get("numOutputRows", 0)) if mine else 0
 
     def _merge(
         self,

@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from delta.tables import DeltaTable
@@ -33,6 +34,7 @@ from tests.dedup.helpers import frame, labelled
 from tests.replica.helpers import assert_equals_source, rows
 from tests.versioned.helpers import SCHEMA, at, batch_frame, create_store
 
+T = TypeVar("T")
 RETENTION_MS = 20
 INTERVAL_MS = 5
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -169,6 +171,51 @@ def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
     assert result.checkpoint_before == interrupted_at
     assert assert_equals_source(replica) == result.checkpoint
     assert replica.sync().versions == 0
+
+
+def appended(store: VersionedStore, versions: list[tuple[str, str, int]]) -> None:
+    """Append new versions ``(key, value, ms)`` to the store's table as one plain Delta append, as a write
+    path that appends a batch's versions to a pending partition does (segment -1 stands in for it)."""
+    rows = [(k, at(ms), None, -1, False, v) for k, v, ms in versions]
+    frame = store.spark.createDataFrame(rows, store.table().schema)
+    frame.select(*store.table().columns).write.format("delta").mode("append").save(store.path)
+
+
+def jobs_of(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[T, int]:
+    """``call()``'s result and how many Spark jobs it ran (in job group ``group``)."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        result = call()
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    return result, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_an_insert_only_range_is_appended_and_the_sync_bookkeeping_runs_no_spark_job(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
+    replica.sync()
+    before = replica.checkpoint()
+    appended(store, [("c", "y", 10), ("d", "y", 11), ("f", "y", 12)])
+    put(store, [("e", "z", 13, 0, 2)], 1)  # a MERGE of a new key only: inserts, by its metrics
+    # The checkpoint, the lag in versions and the source's history come from Delta's log, not Spark jobs.
+    assert jobs_of(spark, "checkpoint", replica.checkpoint) == (before, 0)
+    assert jobs_of(spark, "behind", replica.versions_behind) == (2, 0)
+    assert before is not None
+    shard_rows = replica._snapshot(before + 2).count() - replica.table().count()
+    with no_reinit():
+        result = replica.sync()
+    assert (result.checkpoint, result.rows, result.commits) == (before + 2, shard_rows, 1)
+    assert DeltaTable.forPath(spark, replica.path).history(1).first()["operation"] == "WRITE"
+    assert_equals_source(replica)
+    put(store, [("a", "w", 20, 0, 3)], 2)  # a@0's version ends: an update, MERGEd
+    with no_reinit():
+        assert replica.sync().checkpoint == before + 3
+    assert DeltaTable.forPath(spark, replica.path).history(1).first()["operation"] == "MERGE"
+    assert_equals_source(replica)
 
 
 def test_replica_refuses_writes_and_a_source_without_change_feed_is_refused(
