@@ -65,6 +65,10 @@ _MISSING_CHANGES = (
     "DELTA_FILE_NOT_FOUND",
 )
 _IGNORE_MISSING_FILES = "spark.sql.files.ignoreMissingFiles"
+_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+_DELTA_SNAPSHOT_PARTITIONS = 50  # Delta's default of the conf above
+# Files of the replica per partition of its Delta state reconstruction (see Replica._state_partitions).
+_FILES_PER_STATE_PARTITION = 50_000
 # The replica's newest commits read first when looking for its last own commit (all of them if needed).
 _RECENT_COMMITS = 20
 
@@ -427,14 +431,16 @@ class Replica:
         columns = [c for c in changes.columns if c not in _changes.CDF_COLUMNS]
         commit = self._commit(commits, kind, last, "sync")
         if _history.inserts_only(commits, first, last):
-            rows = self._append(changes.select(*columns), commit, last)
+            with self._state_partitions():
+                rows = self._append(changes.select(*columns), commit, last)
         else:
             with self._no_missing_files():
                 stats = _changes.change_stats(changes, kind.partition_column, kind.bound_columns)
-            if stats.insert_only:
-                self._append(changes.select(*columns), commit, last)
-            else:
-                self._merge(changes, kind, columns, stats, commit)
+            with self._state_partitions():
+                if stats.insert_only:
+                    self._append(changes.select(*columns), commit, last)
+                else:
+                    self._merge(changes, kind, columns, stats, commit)
             rows = stats.inserts + stats.updates + stats.deletes
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
@@ -486,7 +492,7 @@ class Replica:
         """Mirror the source's partition drop at ``version``: a metadata-only DELETE of partitions < bound."""
         commit = self._commit(commits, kind, version, "drop_partitions")
         column = kind.partition_column
-        with delta_ops.dml_commit(self.spark, *commit):
+        with self._state_partitions(), delta_ops.dml_commit(self.spark, *commit):
             DeltaTable.forPath(self.spark, self.path).delete(F.col(column) < F.lit(int(bound)))
         self._commit_if_skipped(version, commit)
         self._after_commit("drop_partitions")
@@ -530,6 +536,25 @@ class Replica:
         metadata = log.metadata(recorded.get("batch_id"), {}, **extra)
         txn = None if source_id is None else (self._txn_app(source_id or None), version)
         return metadata, txn
+
+    @contextmanager
+    def _state_partitions(self) -> Iterator[None]:
+        """Delta reconstructs the replica's state (Spark jobs over its log) for each commit carrying a
+        checkpoint (``SetTransaction``: Delta looks up the recorded one first); in this block it uses one
+        partition per :data:`_FILES_PER_STATE_PARTITION` files of the replica, not the session's number
+        (a replica is one task's share: a few files, where every partition is a task to schedule).
+
+        Only the parallelism of that reconstruction changes (the conf is the session's: other threads'
+        reconstructions in the block use it too); without a checksum telling the file count, nothing does.
+        """
+        checksum = latest_snapshot(self.spark, self.path).checksumOpt()
+        if not checksum.isDefined():
+            yield
+            return
+        wanted = max(1, -(-int(checksum.get().numFiles()) // _FILES_PER_STATE_PARTITION))
+        current = int(self.spark.conf.get(_SNAPSHOT_PARTITIONS, str(_DELTA_SNAPSHOT_PARTITIONS)) or 1)
+        with delta_ops.session_confs(self.spark, {_SNAPSHOT_PARTITIONS: str(min(wanted, current))}):
+            yield
 
     @contextmanager
     def _no_missing_files(self) -> Iterator[None]:
