@@ -552,7 +552,7 @@ class Replica:
             yield
             return
         wanted = max(1, -(-int(checksum.get().numFiles()) // _FILES_PER_STATE_PARTITION))
-        current = int(self.spark.conf.get(_SNAPSHOT_PARTITIONS, str(_DELTA_SNAPSHOT_PARTITIONS)) or 1)
+        current = int(self.spark.conf.get(_SNAPSHOT_PARTITIONS, str(_DELTA_SNAPSHOT_PARTITIONS)))
         with delta_ops.session_confs(self.spark, {_SNAPSHOT_PARTITIONS: str(min(wanted, current))}):
             yield
 
