@@ -1,14 +1,21 @@
 """Replica benchmark: catch-up cost grows with the changes, not the table (issue 13).
 
 Two versioned stores with the same keys: a small one (``--keys`` keys, one version each) and a large one
-(the same keys, ``--versions`` versions each). The same change set (a new version for ``--changed`` keys)
-is put into both; a caught-up whole-table replica of each then syncs it (timed). Finally the large store's
-table is restored from nothing into a fresh replica (timed) and compared with the incremental sync.
+(the same keys, ``--versions`` versions each). Two change sets of the same size go into both, and a
+caught-up whole-table replica of each syncs each of them (timed):
 
-A new version of a key is two change rows (the old latest version gets its ``valid_to``, the new one is
-inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. A tiny store is synced the
-same way first (untimed), so neither timed sync pays the JVM's first MERGE. Each timed call runs in its own
-Spark job group: the results give its job count and the replica commit's ``operationMetrics``.
+- **MERGE-shaped** (today's ``put_all``): a new version for ``--changed`` keys, put with ``put_all``. A new
+  version of a key is two change rows (the old latest version gets its ``valid_to``, the new one is
+  inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. The replica MERGEs them.
+- **Insert-only** (the store's append write path, where a batch's new versions are appended to a pending
+  partition and a later compaction seals them): ``2 * --changed`` new versions appended in one plain Delta
+  append with the store's commit metadata, into the stand-in partition :data:`PENDING_SEGMENT`. The
+  replica sees from the commit infos that the range only inserted rows and appends them.
+
+Finally the large store's table is restored from nothing into a fresh replica (timed) and compared with
+both incremental syncs. A tiny store is synced both ways first (untimed), so no timed sync pays the JVM's
+first use of either path. Each timed call runs in its own Spark job group: the results give its job count
+and the replica commit's ``operationMetrics``.
 
 Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000
 --versions 10 --changed 50000]``; writes ``bench/RESULTS_replica.md``.
@@ -39,6 +46,9 @@ SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.Do
 STEP_S = 1800
 RETENTION = timedelta(days=365)
 INTERVAL = timedelta(hours=6)
+#: Stand-in for the append write path's pending partition (the segment value of appended versions).
+PENDING_SEGMENT = -1
+STORE_META = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": %d, "stream_time_us": %d}}'
 
 
 def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> VersionedStore:
@@ -56,11 +66,25 @@ def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> Vers
         F.lit(False).alias("tombstone"),
         "v",
     )
-    meta = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": 0, "stream_time_us": %d}}'
     table.write.format("delta").mode("append").option(
-        "userMetadata", meta % ((versions - 1) * STEP_S * 1_000_000)
+        "userMetadata", STORE_META % (0, (versions - 1) * STEP_S * 1_000_000)
     ).save(path)
     return store
+
+
+def append_versions(spark: SparkSession, path: str, rows: int, at_s: int, batch_id: int) -> None:
+    """Append a version of keys ``0 .. rows - 1`` at ``at_s`` into :data:`PENDING_SEGMENT`, in one commit."""
+    versions = spark.range(rows).select(
+        F.col("id").alias("k"),
+        F.timestamp_seconds(F.lit(at_s)).alias("valid_from"),
+        F.lit(None).cast("timestamp").alias("valid_to"),
+        F.lit(PENDING_SEGMENT).cast("long").alias("segment"),
+        F.lit(False).alias("tombstone"),
+        F.rand(11).alias("v"),
+    )
+    versions.write.format("delta").mode("append").option(
+        "userMetadata", STORE_META % (batch_id, at_s * 1_000_000)
+    ).save(path)
 
 
 def change_set(spark: SparkSession, changed: int, at_s: int):
@@ -107,11 +131,13 @@ def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
 
 
 def warm_up(spark: SparkSession, root: Path) -> None:
-    """One restore and one MERGE sync of a tiny store, so the timed calls do not pay first-use costs."""
+    """A restore, a MERGE sync and an append sync of a tiny store, so timed calls pay no first-use costs."""
     store = bulk_store(spark, str(root / "warm_src"), 1000, 2)
     replica = Replica.create(spark, store.path, str(root / "warm_replica"))
     replica.sync()
     store.put_all(change_set(spark, 100, 2 * STEP_S), batch_id=1, sequence_by="seq")
+    replica.sync()
+    append_versions(spark, store.path, 200, 3 * STEP_S, 2)
     replica.sync()
 
 
@@ -134,9 +160,12 @@ def main() -> None:
             store.put_all(
                 change_set(spark, args.changed, args.versions * STEP_S), batch_id=1, sequence_by="seq"
             )
-            sync_s, result, jobs = timed(spark, f"sync_{name}", replica.sync)
-            commit = last_commit(spark, replica.path)
-            results[name] = (args.keys * versions, restore_s, sync_s, result, jobs, commit)
+            merge = timed(spark, f"merge_{name}", replica.sync)
+            merge_commit = last_commit(spark, replica.path)
+            append_versions(spark, store.path, 2 * args.changed, (args.versions + 1) * STEP_S, 2)
+            append = timed(spark, f"append_{name}", replica.sync)
+            append_commit = last_commit(spark, replica.path)
+            results[name] = (args.keys * versions, restore_s, merge, merge_commit, append, append_commit)
             print(name, results[name], flush=True)
         large = VersionedStore.open(spark, str(root / "large_src"))
         cold = Replica.create(spark, large.path, str(root / "large_cold"))
@@ -149,6 +178,8 @@ def main() -> None:
 def write(args, results, cold_s: float, cold_result, cold_jobs: int) -> None:
     small, large = results["small"], results["large"]
     load = os.getloadavg()
+    met = {True: "met", False: "missed"}
+    shapes = (("MERGE-shaped", 2), ("insert-only", 4))
     lines = [
         "# Replica benchmark (issue 13)",
         "",
@@ -157,25 +188,37 @@ def write(args, results, cold_s: float, cold_result, cold_jobs: int) -> None:
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores); {sys.version.split()[0]}",
         "",
-        "| store rows | initial restore (s) | sync of the same change set (s) | change rows applied "
+        "| store rows | initial restore (s) | change set | sync (s) | change rows applied "
         "| Spark jobs of the sync |",
-        "|---:|---:|---:|---:|---:|",
+        "|---:|---:|---|---:|---:|---:|",
         *(
-            f"| {rows:,} | {restore:.1f} | {sync:.1f} | {result.rows:,} | {jobs} |"
-            for rows, restore, sync, result, jobs, _ in (small, large)
+            f"| {store[0]:,} | {store[1]:.1f} | {shape} | {store[at][0]:.2f} | {store[at][1].rows:,} "
+            f"| {store[at][2]} |"
+            for store in (small, large)
+            for shape, at in shapes
         ),
         "",
-        f"- Same change set, {large[0]:,}-row vs {small[0]:,}-row store: {large[2] / small[2]:.2f}x "
-        f"(target <= 1.3x: {'met' if large[2] / small[2] <= 1.3 else 'missed'}).",
-        f"- Incremental sync of {large[3].rows:,} change rows ({large[3].rows / large[0]:.1%} of the store) "
-        "vs "
-        f"a cold restore of the {large[0]:,}-row store ({cold_result.rows:,} rows, {cold_s:.1f} s, "
-        f"{cold_jobs} Spark jobs): {cold_s / large[2]:.1f}x faster "
-        f"(target >= 10x: {'met' if cold_s / large[2] >= 10 else 'missed'}).",
+        f"Cold restore of the {large[0]:,}-row store into a fresh replica (at its latest version): "
+        f"{cold_result.rows:,} rows, {cold_s:.1f} s, {cold_jobs} Spark jobs.",
+        "",
+    ]
+    for shape, at in shapes:
+        scale, speedup = large[at][0] / small[at][0], cold_s / large[at][0]
+        lines += [
+            f"- {shape}: same change set, {large[0]:,}-row vs {small[0]:,}-row store: {scale:.2f}x "
+            f"(target <= 1.3x: {met[scale <= 1.3]}); incremental sync of {large[at][1].rows:,} change rows "
+            f"({large[at][1].rows / large[0]:.1%} of the store) vs the cold restore: {speedup:.1f}x faster "
+            f"(target >= 10x: {met[speedup >= 10]}).",
+        ]
+    lines += [
         "",
         "Replica commit of each timed sync (`DESCRIBE HISTORY`, `operationMetrics`):",
         "",
-        *(f"- {name}: `{commit}`" for name, (*_, commit) in (("small", small), ("large", large))),
+        *(
+            f"- {name}, {shape}: `{store[at + 1]}`"
+            for name, store in (("small", small), ("large", large))
+            for shape, at in shapes
+        ),
     ]
     Path(__file__).with_name("RESULTS_replica.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
