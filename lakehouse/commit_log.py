@@ -539,6 +539,14 @@ def _commit_info(lines: Any) -> dict[str, Any]:
         lines.close()
 
 
+def commit_metrics(spark: SparkSession, path: str, version: int) -> dict[str, str]:
+    """The ``operationMetrics`` of the table's commit ``version`` ({} if it is not retained)."""
+    for info in commit_infos(spark, path, after=version - 1):
+        if int(info["version"]) == version:
+            return dict(info.get("operationMetrics") or {})
+    return {}
+
+
 def require_writer_name(writer: str | None) -> str | None:
     """``writer`` if it can name a writer (None: the unnamed one); else :class:`InvalidInputError`."""
     if writer is not None and (not isinstance(writer, str) or not writer or "/" in writer):

@@ -278,12 +278,11 @@ def register_table(spark: SparkSession, name: str, path: str, *, temporary: bool
         InvalidInputError: ``name`` is not an SQL identifier.
         StoreSettingsConflictError: a managed table already has the name.
     """
-    if not _IDENTIFIER.fullmatch(name):
-        raise InvalidInputError(f"name must be an SQL identifier, got {name!r}")
+    _require_identifier(name)
     if temporary:
         spark.read.format("delta").load(path).createOrReplaceTempView(name)
         return
-    if spark.catalog.tableExists(name):
+    if _drop_catalog_view(spark, name) and spark.catalog.tableExists(name):
         detail = spark.sql(f"DESCRIBE DETAIL {name}").first()
         location = "" if detail is None else str(detail["location"])
         if _same_location(location, path):
@@ -293,6 +292,41 @@ def register_table(spark: SparkSession, name: str, path: str, *, temporary: bool
         # An external table: dropping it removes the catalog entry only, never its files.
         spark.sql(f"DROP TABLE {name}")
     spark.sql(f"CREATE TABLE {name} USING DELTA LOCATION '{path}'")
+
+
+def register_view(spark: SparkSession, name: str, query: str, *, temporary: bool) -> None:
+    """Make the SQL ``query`` queryable as the view ``name``, evaluated at each query.
+
+    ``temporary``: a temporary view (this session only); otherwise a catalog view, replacing a catalog
+    view or an external table of that name (dropping an external table never removes its files).
+
+    Raises:
+        InvalidInputError: ``name`` is not an SQL identifier.
+        StoreSettingsConflictError: a managed table already has the name.
+    """
+    _require_identifier(name)
+    if temporary:
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {query}")
+        return
+    if _drop_catalog_view(spark, name) and spark.catalog.tableExists(name):
+        table_type = spark.catalog.getTable(name).tableType
+        if table_type != "EXTERNAL":
+            raise StoreSettingsConflictError(name, "kind", table_type.lower(), "view")
+        spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"CREATE VIEW {name} AS {query}")
+
+
+def _require_identifier(name: str) -> None:
+    if not _IDENTIFIER.fullmatch(name):
+        raise InvalidInputError(f"name must be an SQL identifier, got {name!r}")
+
+
+def _drop_catalog_view(spark: SparkSession, name: str) -> bool:
+    """Drop the catalog view ``name`` if there is one; True when the name may still hold a table."""
+    if spark.catalog.tableExists(name) and spark.catalog.getTable(name).tableType == "VIEW":
+        spark.sql(f"DROP VIEW {name}")
+        return False
+    return True
 
 
 def _same_location(location: str, path: str) -> bool:

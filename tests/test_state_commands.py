@@ -48,7 +48,9 @@ def test_register_gives_every_state_table_its_name_and_stores_an_as_of_function(
 ) -> None:
     VersionedStore.open(spark, str(warehouse / "rates")).register("reg_rates", temporary=False)
     Deduplicator.open(spark, str(warehouse / "txn" / "index")).register("reg_txn", temporary=False)
-    for name, path in [("reg_rates", "rates"), ("reg_txn", "txn/index"), ("reg_txn_quarantine", "txn/q")]:
+    # The store is a catalog view of its versions (pending ones resolved at each query).
+    assert spark.catalog.getTable("reg_rates").tableType == "VIEW"
+    for name, path in [("reg_txn", "txn/index"), ("reg_txn_quarantine", "txn/q")]:
         assert spark.catalog.getTable(name).tableType == "EXTERNAL"
         location = spark.sql(f"DESCRIBE DETAIL {name}").first()["location"]
         assert location.rstrip("/").endswith(str(warehouse / path))

@@ -52,7 +52,7 @@ def source_of(store: VersionedStore | DataFrame, on: str | Sequence[str] | None)
             raise InvalidInputError(f"on={list(keys)} must be the store's key columns {list(own)}")
         version, stream_time_us = store.state_version()
         horizon = None if stream_time_us is None else stream_time_us - store.settings.retention_us
-        frame = store.spark.read.format("delta").option("versionAsOf", version).load(store.path)
+        frame = store.versions(version)
         return VersionSource(
             frame,
             keys or own,

@@ -187,8 +187,9 @@ def _join_with_grace(run: Run, store: VersionedStore) -> Callable[[DataFrame, in
 
 
 def maintain(run: Run) -> list[BatchMetrics]:
-    """Expire and VACUUM the store, purge the dedup index, compact tables of many small files: each task
-    only when it is due (:mod:`lakehouse.pipeline.due`); ``details["skipped"]`` says why the others were not.
+    """Seal the store's pending versions, expire and VACUUM it, purge the dedup index, compact tables of
+    many small files: each task only when it is due (:mod:`lakehouse.pipeline.due`; a seal when anything
+    is pending); ``details["skipped"]`` says why the others were not.
     """
     spark, spec, tables = run.spark, run.spec, run.spec.tables
     start = time.monotonic()
@@ -202,6 +203,11 @@ def maintain(run: Run) -> list[BatchMetrics]:
 
     if DeltaTable.isDeltaTable(spark, tables.store):
         store = VersionedStore.open(spark, tables.store)
+        sealed = store.seal()
+        if sealed.rows_written:
+            details["sealed_rows"] = sealed.rows_written
+        else:
+            skipped["seal"] = "nothing pending"
         commits = recent_commits(spark, tables.store)
         if when("expire", expire_due(store, commits)):
             details["expired_versions"] = store.expire().removed_rows

@@ -56,7 +56,9 @@ def _versioned(
 ) -> TableCheck:
     settings = StoreSettings.from_properties(path, properties)
     bound = _int_or_none(delta_ops.last_drop_bound(spark, path, VERSIONED_APP_ID, version))
-    horizon_us = VersionedStore(spark, path, settings, table.schema).horizon_us_at(version)
+    store = VersionedStore(spark, path, settings, table.schema)
+    horizon_us = store.horizon_us_at(version)
+    table = store.versions(version)  # the versions, pending ones resolved, as every read sees them
     return TableCheck(
         versioned.KIND,
         versioned.versioned_rules(bound),

@@ -89,7 +89,7 @@ def _row_flags(settings: StoreSettings, expired_below: int | None) -> dict[str, 
     expired = segment < F.lit(expired_below) if expired_below is not None else F.lit(False)
     return {
         BOUNDS.name: valid_to <= F.col(VALID_FROM),
-        SEGMENT.name: ~segment.eqNullSafe(segment_column(valid_to, settings.interval_us)),
+        SEGMENT.name: ~segment.eqNullSafe(segment_column(VALID_TO, settings.interval_us)),
         expiry_rule(None).name: expired,
     }
 

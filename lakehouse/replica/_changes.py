@@ -87,7 +87,7 @@ def change_stats(changes: DataFrame, partition_column: str, bound_columns: Seque
     )
 
 
-def net_changes(changes: DataFrame, identity: Sequence[str]) -> DataFrame:
+def net_changes(changes: DataFrame, identity: Sequence[Column]) -> DataFrame:
     """Per row identity, its last change in the range: the row's columns plus ``_change_type``.
 
     ``_change_type`` is ``delete`` (the row is gone at the end of the range) or an upsert type (the row

@@ -14,9 +14,10 @@ from pyspark.sql import SparkSession
 
 from lakehouse.commit_log import commit_infos, parse_metadata
 from lakehouse.times import from_micros
+from lakehouse.versioned.store import STATE_FIELDS as STORE_STATE_FIELDS
 
-#: The fields of a store's commit metadata that its readers need (stream time, last batch id).
-RECORDED_FIELDS = ("stream_time_us", "batch_id")
+#: The fields of a store's commit metadata that its readers need (its state, last batch id).
+RECORDED_FIELDS = (*STORE_STATE_FIELDS, "batch_id")
 #: A commit's files are written at most this long before the commit (VACUUM horizons are compared with
 #: the first needed commit's time minus this).
 WRITE_MARGIN = timedelta(hours=1)

@@ -18,6 +18,7 @@ from lakehouse.dedup.settings import BUCKET_COL, ENTRY_TS_COL, TASK_COL, DedupSe
 from lakehouse.dedup.settings import KIND as DEDUP_KIND
 from lakehouse.errors import InvalidInputError
 from lakehouse.versioned._plan import VALID_FROM
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import SEGMENT_COL
 from lakehouse.versioned.settings import KIND as STORE_KIND
 from lakehouse.versioned.settings import StoreSettings
@@ -74,6 +75,8 @@ class SourceKind:
         shard_columns: Columns a shard is computed from; ``hashed`` False: an integer task column.
         hashed: Whether the shard is ``pmod(hash(columns))`` or ``pmod(column)``.
         bound_columns: Identity columns whose literal range in a change set prunes the replica's files.
+        pending_partition: The partition value of a versioned store's pending rows: a pending row and a
+            sealed row of one version are two rows (None: no such partition).
     """
 
     kind: str
@@ -83,6 +86,16 @@ class SourceKind:
     shard_columns: tuple[str, ...]
     hashed: bool
     bound_columns: tuple[str, ...]
+    pending_partition: int | None = None
+
+    def identity_of(self, alias: str | None = None) -> list[Column]:
+        """The expressions identifying a row (of the frame ``alias``): :attr:`identity`, and whether the
+        row is pending."""
+        prefix = "" if alias is None else f"{alias}."
+        found = [F.col(f"{prefix}`{c}`") for c in self.identity]
+        if self.pending_partition is not None:
+            found.append(F.col(f"{prefix}{self.partition_column}").eqNullSafe(F.lit(self.pending_partition)))
+        return found
 
     def in_shard(self, shard: Shard | None, schema: T.StructType) -> Column:
         """The rows of ``shard`` (all rows for None) in a frame of ``schema``.
@@ -107,7 +120,14 @@ def source_kind(path: str, properties: dict[str, str]) -> SourceKind:
     if kind == STORE_KIND:
         store = StoreSettings.from_properties(path, properties)
         return SourceKind(
-            kind, STORE_APP_ID, (*store.keys, VALID_FROM), SEGMENT_COL, store.keys, True, (VALID_FROM,)
+            kind,
+            STORE_APP_ID,
+            (*store.keys, VALID_FROM),
+            SEGMENT_COL,
+            store.keys,
+            True,
+            (VALID_FROM,),
+            PENDING_SEGMENT,
         )
     if kind == DEDUP_KIND:
         dedup = DedupSettings.from_properties(path, properties)

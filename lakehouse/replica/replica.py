@@ -471,10 +471,10 @@ class Replica:
         stats: _changes.ChangeStats,
         commit: tuple[str, tuple[str, int] | None],
     ) -> None:
-        net = _changes.net_changes(changes, kind.identity)
+        net = _changes.net_changes(changes, kind.identity_of())
         condition = _changes.target_pruning(stats, kind.partition_column)
-        for column in kind.identity:
-            condition = condition & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
+        for target, source in zip(kind.identity_of("t"), kind.identity_of("s"), strict=True):
+            condition = condition & (target == source)
         every = {f"`{c}`": F.col(f"s.`{c}`") for c in columns}
         removal = F.col(f"s.{_changes.CHANGE_TYPE}") == F.lit(_changes.DELETE)
         with delta_ops.dml_commit(self.spark, *commit), self._no_missing_files():
@@ -530,8 +530,7 @@ class Replica:
         """
         recorded = _history.recorded_at(commits, kind.app_id, version)
         extra: dict[str, Any] = {"replica": {"source_version": version, "operation": operation}}
-        if recorded.get("stream_time_us") is not None:
-            extra["stream_time_us"] = recorded["stream_time_us"]
+        extra.update({f: v for f, v in recorded.items() if f != "batch_id"})
         log = CommitLog(self.spark, self.path, kind.app_id)
         metadata = log.metadata(recorded.get("batch_id"), {}, **extra)
         txn = None if source_id is None else (self._txn_app(source_id or None), version)

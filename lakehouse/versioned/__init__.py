@@ -1,6 +1,13 @@
 """Versioned key-value stores (KIP-889) as Delta tables partitioned by validTo segment."""
 
-from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
+from lakehouse.versioned.records import (
+    ExpireResult,
+    PutAllResult,
+    PutResult,
+    PutStatus,
+    SealResult,
+    VersionedRecord,
+)
 from lakehouse.versioned.segments import default_segment_interval
 from lakehouse.versioned.store import VersionedStore
 
@@ -9,6 +16,7 @@ __all__ = [
     "PutAllResult",
     "PutResult",
     "PutStatus",
+    "SealResult",
     "VersionedRecord",
     "VersionedStore",
     "default_segment_interval",

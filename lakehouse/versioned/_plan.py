@@ -175,7 +175,7 @@ def resolve_versions(
         *keys,
         VALID_FROM,
         F.col("_new_valid_to").alias(VALID_TO),
-        segment_column(F.col("_new_valid_to"), interval_us).alias(SEGMENT_COL),
+        segment_column("_new_valid_to", interval_us).alias(SEGMENT_COL),
         *payload,
         incoming_row.alias(INCOMING_FLAG),
     )

@@ -59,3 +59,11 @@ class ExpireResult:
     first_live_segment: int | None
     removed_files: int
     removed_rows: int
+
+
+@dataclass(frozen=True)
+class SealResult:
+    """Outcome of :meth:`VersionedStore.seal`: the rows its MERGE inserted, updated or deleted (0: nothing
+    was pending, no commit)."""
+
+    rows_written: int

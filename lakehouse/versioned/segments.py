@@ -41,9 +41,14 @@ def segment_of(timestamp_us: int, interval_us: int) -> int:
     return timestamp_us // interval_us
 
 
-def segment_column(valid_to: Column, interval_us: int) -> Column:
-    """Spark expression of :func:`segment_of`; NULL (the latest segment) when ``valid_to`` is NULL."""
-    return F.floor(F.unix_micros(valid_to) / F.lit(interval_us)).cast("long")
+def segment_sql(valid_to: str, interval_us: int) -> str:
+    """SQL expression of :func:`segment_of` for the SQL expression ``valid_to``; NULL when it is NULL."""
+    return f"CAST(floor(unix_micros({valid_to}) / {interval_us}) AS BIGINT)"
+
+
+def segment_column(valid_to: str, interval_us: int) -> Column:
+    """Spark expression of :func:`segment_of` of the column named ``valid_to``; NULL when it is NULL."""
+    return F.expr(segment_sql(f"`{valid_to}`", interval_us))
 
 
 def first_live_segment(stream_time_us: int, retention_us: int, interval_us: int) -> int:

@@ -20,7 +20,11 @@ Semantics (the contract; bounds matter):
   cleanup (:mod:`lakehouse.commit_log`).
 
 Physical layout: partitioned by ``segment = floor(valid_to / segment_interval)`` (NULL for the latest
-versions). Expiry drops whole segments with a metadata-only DELETE; reads and writes prune segments.
+versions). A batch appends its versions to the pending partition (:mod:`lakehouse.versioned.pending`),
+reading and rewriting nothing else, so its cost follows the batch, not the number of live keys;
+:meth:`VersionedStore.seal` moves pending versions into their segments (one MERGE for many batches), and
+every read resolves the pending versions against the sealed ones, so reads are the same before and after
+a seal. Expiry drops whole segments with a metadata-only DELETE; reads prune segments.
 Several jobs may write one store, each under its own ``writer`` name (batch ids are per writer); a batch
 commits only on the table version it was planned from, else it fails with ``ConcurrentWriteError``,
 writing nothing, whenever the other writer committed (the fence of :mod:`lakehouse.commit_log`). Readers may
@@ -30,7 +34,6 @@ run concurrently (snapshot isolation).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,15 +46,28 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
-from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded, require_writer_name
+from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded, commit_metrics, require_writer_name
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
-from lakehouse.ordering import require_order_columns
+from lakehouse.ordering import ORDER_COL, require_order_columns
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import require_columns
 from lakehouse.times import from_micros, from_micros_or_none, micros, require_representable, timestamp_lit
 from lakehouse.versioned import _plan
 from lakehouse.versioned._plan import TOMBSTONE, VALID_FROM, VALID_TO
-from lakehouse.versioned.records import ExpireResult, PutAllResult, PutResult, PutStatus, VersionedRecord
+from lakehouse.versioned.pending import (
+    PENDING_SEGMENT,
+    oldest_pending_segment_sql,
+    table_reference,
+    versions_sql,
+)
+from lakehouse.versioned.records import (
+    ExpireResult,
+    PutAllResult,
+    PutResult,
+    PutStatus,
+    SealResult,
+    VersionedRecord,
+)
 from lakehouse.versioned.segments import (
     SEGMENT_COL,
     default_segment_interval,
@@ -66,7 +82,17 @@ APP_ID = "lakehouse.versioned_store"
 #: newest drop and later MERGEs are retained knows its lowest segment without reading data.
 LOWEST_SEGMENT = "lowest_segment"
 _STREAM_TIME = "stream_time_us"
+# Pending-tier state (grow-only counters, like every state field): pending rows may exist iff more commits
+# appended pending rows than the newest seal had sealed; the stream time of the newest seal bounds the
+# oldest pending valid_from (every later put is at or after it minus the retention).
+_PENDING_WRITES = "pending_writes"
+_SEALED_WRITES = "sealed_writes"
+_SEAL_STREAM_TIME = "seal_stream_time_us"
+#: Commit metadata fields that make up a store's state (replicas copy them).
+STATE_FIELDS = (_STREAM_TIME, _PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
+# A seal's MERGE source flag: the row deletes the pending row of its version.
+_UNPEND = "_lh_unpend"
 _DEFAULT_FILE_RETENTION = timedelta(days=7)
 # Delta refuses VACUUM ... RETAIN under this (its default deletedFileRetentionDuration) unless told not to.
 _DELTA_SAFE_FILE_RETENTION = timedelta(days=7)
@@ -91,7 +117,7 @@ class VersionedStore:
         self.settings = settings
         self.schema = schema
         self._writable = False
-        self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,), writer, fenced=True)
+        self._log = CommitLog(spark, path, APP_ID, STATE_FIELDS, writer, fenced=True)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -177,12 +203,47 @@ class VersionedStore:
 
     # ------------------------------------------------------------------ state
     def table(self) -> DataFrame:
-        """The store's table as it is now: every stored version, tombstones included.
+        """The store's versions as they are now, tombstones included: :meth:`versions` of the current
+        version."""
+        return self.versions()
+
+    def versions(self, version: int | None = None) -> DataFrame:
+        """Every version of the store as of the table's ``version`` (default: now), tombstones included:
+        the store's columns, each version with its ``valid_to`` and ``segment``, pending versions
+        resolved against sealed ones (:mod:`lakehouse.versioned.pending`), so the frame is the same before
+        and after :meth:`seal`.
 
         Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: some are not stored
-        (expired when their batch committed), the rest stay until :meth:`expire`.
+        (expired when their batch committed or was sealed), the rest stay until :meth:`expire`.
         """
-        return self.spark.read.format("delta").load(self.path)
+        if version is None:
+            recorded = self._log.read()
+            version, state = recorded.version, recorded.state
+        else:
+            state = self._log.state_at(version)
+        return self._versions(version, state)
+
+    def _versions(self, version: int, state: Mapping[str, Any]) -> DataFrame:
+        """:meth:`versions` at ``version`` of state ``state`` (the table itself when nothing is pending)."""
+        if not _has_pending(state):
+            return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+        region_from = self._region_from(state)
+        query = versions_sql(
+            table_reference(self.path, version),
+            self.schema.fieldNames(),
+            self.settings.keys,
+            self.settings.interval_us,
+            None if region_from is None else str(region_from),
+        )
+        return self.spark.sql(query)
+
+    def _region_from(self, state: Mapping[str, Any]) -> int | None:
+        """The first sealed segment that pending rows can change (None: any): that of ``stream_time - R``
+        at the newest seal, since every put accepted after it is at or after that time."""
+        sealed_at = state.get(_SEAL_STREAM_TIME)
+        if sealed_at is None:
+            return None
+        return segment_of(int(sealed_at) - self.settings.retention_us, self.settings.interval_us)
 
     @property
     def stream_time(self) -> datetime | None:
@@ -228,12 +289,10 @@ class VersionedStore:
         # One accepted record at t_us: its summary is known, so no job computes it.
         known = {"records": 1, "dropped": 0, "null_keys": 0, "null_timestamps": 0, "null_order": 0}
         known.update(min_accepted_us=t_us, min_us=t_us, max_us=t_us)
-        written = self._write(
-            batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known
-        )
-        assert written.source is not None  # an accepted record is always merged
-        mine = written.source.where(F.col(_plan.INCOMING_FLAG) & (F.unix_micros(VALID_FROM) == t_us))
-        row = mine.select(F.unix_micros(VALID_TO).alias("to_us")).first()
+        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known)
+        # The new version is valid until the key's next version, if any.
+        later = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) > t_us))
+        row = later.agg(F.min(F.unix_micros(VALID_FROM)).alias("to_us")).first()
         if row is None or row["to_us"] is None:
             return PutResult(PutStatus.LATEST)
         return PutResult(PutStatus.HISTORY, from_micros(row["to_us"]))
@@ -290,7 +349,7 @@ class VersionedStore:
                 df, self.settings.keys, self.settings.values, timestamp, tombstone, sequence_by
             )
             return self._replayed(batch_id, recorded, prepared)
-        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
+        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded)
 
     def _write(
         self,
@@ -301,13 +360,14 @@ class VersionedStore:
         timestamp: str,
         recorded: Recorded,
         known_stats: Mapping[str, Any] | None = None,
-    ) -> _Written:
+    ) -> PutAllResult:
         """Plan the batch against the store as ``recorded`` and commit it in one Delta commit.
 
-        One MERGE; when no record is accepted, an empty append that records the batch id (none without a
-        batch id). The commit fails, writing nothing, if another writer committed after ``recorded``.
-        ``known_stats`` is the batch's summary (:func:`_plan.batch_stats`) when the caller knows it (one
-        :meth:`put`): the job that computes it is then skipped.
+        The batch's versions go to the pending partition (:meth:`_write_pending`); when no record is
+        accepted, an empty append records the batch id (nothing without a batch id). The commit fails,
+        writing nothing, if another writer committed after ``recorded``. ``known_stats`` is the batch's
+        summary (:func:`_plan.batch_stats`) when the caller knows it (one :meth:`put`): the job that
+        computes it is then skipped.
         """
         keys, values = self.settings.keys, self.settings.values
         stream_time_us = _stream_time_of(recorded)
@@ -326,20 +386,21 @@ class VersionedStore:
             require_representable(stats["min_us"], "a record's timestamp")
             require_representable(stats["max_us"], "a record's timestamp")
             new_stream_time = _max_or_none(stream_time_us, stats["max_us"])
-            state = {} if new_stream_time is None else {_STREAM_TIME: new_stream_time}
+            state = dict(recorded.state)
+            if new_stream_time is not None:
+                state[_STREAM_TIME] = new_stream_time
             counts = {"records": stats["records"], "dropped": stats["dropped"]}
             if batch_id is not None:  # what a replay of the batch id is compared with
                 counts[INPUT_FINGERPRINT] = str(stats[INPUT_FINGERPRINT])
-            written, source = 0, None
+            written = 0
             if stats["min_accepted_us"] is not None:
-                written, source = self._merge(marked, stats, batch_id, recorded.version, state, counts)
+                written = self._write_pending(marked, batch_id, recorded, state, counts)
             elif batch_id is not None:
                 self._record_empty(batch_id, recorded.version, state, counts)
         finally:
             marked.unpersist()
         new_time = from_micros_or_none(new_stream_time)
-        result = PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
-        return _Written(result, source)
+        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
 
     def _record_empty(
         self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
@@ -350,89 +411,169 @@ class VersionedStore:
         with self._log.committing(read_version, f"put_all batch {batch_id}"):
             empty.write.format("delta").mode("append").options(**options).save(self.path)
 
-    def _merge(
+    def _write_pending(
         self,
         marked: DataFrame,
-        stats: Any,
+        batch_id: int | None,
+        recorded: Recorded,
+        state: Mapping[str, Any],
+        counts: Mapping[str, int],
+    ) -> int:
+        """Write the batch's versions into the pending partition in one commit; returns the rows written.
+
+        Only the pending partition is read, and only when it holds rows (the state says so): the batch's
+        records are spliced into the pending versions of their keys (:func:`_plan.resolve_versions`, one
+        window per key keeping the last record per ``(key, t)``), so each ``(key, valid_from)`` stays
+        pending at most once and pending ``valid_to`` bounds follow the pending versions. With nothing
+        pending that is a plain append; else one MERGE confined to the pending partition. Nothing of the
+        sealed versions is read or rewritten: the cost follows the batch and the pending rows, not the
+        store. A version already expired when the batch commits (its pending ``valid_to``, an upper bound
+        of the resolved one, at or before ``stream_time - R``) is not written (a pending one is deleted).
+        """
+        keys, values = self.settings.keys, self.settings.values
+        incoming = _plan.accepted_records(marked, keys, values)
+        pending_before = _has_pending(recorded.state)
+        if pending_before:
+            existing = (
+                self._snapshot(recorded.version)
+                .where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
+                .select(*keys, VALID_FROM, VALID_TO)
+                .join(incoming.select(*keys), on=list(keys), how="left_semi")
+            )
+        else:
+            existing = incoming.select(*keys, VALID_FROM, F.lit(None).cast("timestamp").alias(VALID_TO))
+            existing = existing.where(F.lit(False))
+        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
+        resolved = resolved.withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
+        horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
+        expired = F.col(VALID_TO).isNotNull() & (F.unix_micros(VALID_TO) <= F.lit(horizon_us))
+        state = {**state, _PENDING_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)) + 1}
+        extra = {**counts, LOWEST_SEGMENT: PENDING_SEGMENT}
+        step = "put" if batch_id is None else f"put_all batch {batch_id}"
+        if not pending_before:
+            rows = resolved.where(~expired).select(*self.schema.fieldNames())
+            options = self._log.writer_options(batch_id, state, read_version=recorded.version, **extra)
+            with self._log.committing(recorded.version, step):
+                rows.write.format("delta").mode("append").options(**options).save(self.path)
+            metrics = commit_metrics(self.spark, self.path, recorded.version + 1)
+            return int(metrics.get("numOutputRows", 0))
+        condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
+        return self._merge(resolved, condition, batch_id, recorded.version, state, extra, step)
+
+    def seal(self) -> SealResult:
+        """Move the pending versions into their validTo segments, in one MERGE commit (none when nothing
+        is pending). Reads before and after are the same.
+
+        The pending versions are spliced into the sealed versions of their keys like a batch used to be
+        (:func:`_plan.resolve_versions`): only the latest versions and the segments pending versions can
+        change are read (from that of ``stream_time - R`` at the previous seal on), their bounds only,
+        semi-joined with the pending keys; each pending row is deleted and its version inserted into its
+        segment (or replaces the sealed version at its ``valid_from``), each sealed version whose
+        ``valid_to`` moves is updated, and a version already expired now (``valid_to <= stream_time - R``)
+        is not written (a stored one is deleted). The cost grows with the live keys, once per seal rather
+        than once per batch. Fails with ``ConcurrentWriteError``, writing nothing, if another writer
+        committed after the seal read the store.
+        """
+        self._check_writable()
+        recorded = self._log.read()
+        if not _has_pending(recorded.state):
+            return SealResult(0)
+        keys, values = self.settings.keys, self.settings.values
+        snapshot = self._snapshot(recorded.version)
+        pending = snapshot.where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
+        region_from = self._region_from(recorded.state)
+        segment = F.col(SEGMENT_COL)
+        region = segment.isNull() | (segment < F.lit(PENDING_SEGMENT))
+        if region_from is not None:
+            region = segment.isNull() | ((segment >= F.lit(region_from)) & (segment < F.lit(PENDING_SEGMENT)))
+        existing = (
+            snapshot.where(region)
+            .select(*keys, VALID_FROM, VALID_TO)
+            .join(pending.select(*keys), on=list(keys), how="left_semi")
+        )
+        incoming = pending.select(*keys, VALID_FROM, TOMBSTONE, *values, F.lit(0).alias(ORDER_COL))
+        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
+        # One more source row per pending row: it matches that row only and deletes it.
+        unpend = pending.select(*keys, VALID_FROM, F.lit(True).alias(_UNPEND))
+        source = resolved.withColumn(_UNPEND, F.lit(False)).unionByName(unpend, allowMissingColumns=True)
+        stream_time_us = _stream_time_of(recorded)
+        assert stream_time_us is not None  # pending rows were accepted, so stream time is set
+        state = {
+            **recorded.state,
+            _SEALED_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)),
+            _SEAL_STREAM_TIME: stream_time_us,
+        }
+        horizon_us = stream_time_us - self.settings.retention_us
+        lowest = segment_of(horizon_us, self.settings.interval_us)
+        if region_from is not None:
+            lowest = max(lowest, region_from)
+        bound = (
+            ""
+            if region_from is None
+            else f" AND (t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {region_from})"
+        )
+        condition = (
+            self._same_version_condition()
+            + bound
+            + f" AND (CASE WHEN s.{_UNPEND} THEN t.{SEGMENT_COL} = {PENDING_SEGMENT}"
+            + f" ELSE t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} < {PENDING_SEGMENT} END)"
+        )
+        rows = self._merge(source, condition, None, recorded.version, state, {LOWEST_SEGMENT: lowest}, "seal")
+        return SealResult(rows)
+
+    def _same_version_condition(self) -> str:
+        """MERGE condition: target and source rows are the same version (key and ``valid_from``)."""
+        same = [f"t.`{k}` = s.`{k}`" for k in self.settings.keys]
+        return " AND ".join([*same, f"t.{VALID_FROM} = s.{VALID_FROM}"])
+
+    def _merge(
+        self,
+        source: DataFrame,
+        condition: str,
         batch_id: int | None,
         read_version: int,
         state: Mapping[str, Any],
-        counts: Mapping[str, int],
-    ) -> tuple[int, DataFrame]:
-        """Write the batch's resolved versions with one MERGE; returns the rows it inserted, updated or
-        deleted and the (checkpointed) MERGE source: every written version's bounds, incoming ones flagged.
+        extra: Mapping[str, Any],
+        step: str,
+    ) -> int:
+        """One MERGE of resolved versions (:func:`_plan.resolve_versions`) into the rows ``condition``
+        matches; returns the rows it inserted, updated or deleted.
 
-        A resolved version already expired when the batch commits (``valid_to <= stream_time - R``, the
-        batch's own stream time) is not written: no read can return it (a read at ``as_of < stream_time -
-        R`` is expired and answered by the latest version only, and a version valid before ``valid_to``
-        cannot answer a read at or after it), and :meth:`expire` would drop it. One that is stored (a
-        replaced version, or one whose ``valid_to`` the batch moves) is deleted instead, so no stale bounds
-        remain. A key's stored chain may then have a gap, always before ``stream_time - R`` where no read
-        looks. The batch therefore writes only into the segments from ``floor((stream_time - R) /
-        interval)`` on and the latest segment (about ``R / interval + 2`` partitions), however long the
-        time span of the batch.
-
-        Only the latest versions and the segments that can hold a ``valid_to`` after the batch's oldest
-        accepted record are read (literal partition bounds, also in the MERGE condition so Delta prunes the
-        target too), and only their bounds, semi-joined with the batch's keys. One window per key both
-        keeps the last record per ``(key, t)`` and splices the versions (one shuffle of the batch and the
-        matching stored bounds). The source is checkpointed once, so Delta's passes over it see one result
-        and need not materialize it again. No join hints: a broadcast hint on the source measured no faster
-        (bench/RESULTS_versioned.md) and Delta's MERGE cannot honour it in its outer join. The stored
-        bounds are read at ``read_version``, the version the batch was planned from; the MERGE runs in a
-        session of its own carrying the batch's txn and metadata (:meth:`CommitLog.session`).
+        An incoming version updates the row it matches (every column) or is inserted; a stored version
+        (not incoming) has its ``valid_to`` and ``segment`` updated; a version expired at the commit
+        (``valid_to <= stream_time - R``, the committed stream time) is deleted or not inserted; a source
+        row flagged ``_lh_unpend`` deletes the pending row it matches. The source is checkpointed once, so
+        Delta's passes over it see one result and need not materialize it again; the MERGE runs in a
+        session of its own carrying the commit's txn and metadata (:meth:`CommitLog.session`), and commits
+        only on ``read_version`` (the fence).
         """
         keys, values = self.settings.keys, self.settings.values
-        min_t_us = stats["min_accepted_us"]
-        incoming = _plan.accepted_records(marked, keys, values)
-        # No distinct: a semi-join's right side may repeat keys, and a distinct would cost a shuffle.
-        batch_keys = incoming.select(*keys)
-        existing = (
-            self.spark.read.format("delta")
-            .option("versionAsOf", read_version)
-            .load(self.path)
-            .where(segments_from(min_t_us, self.settings.interval_us))
-            .select(*keys, VALID_FROM, VALID_TO)
-            .join(batch_keys, on=list(keys), how="left_semi")
-        )
-        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
-        source = resolved.localCheckpoint(eager=True)
-        min_segment = segment_of(min_t_us, self.settings.interval_us)
+        checkpointed = source.localCheckpoint(eager=True)
         horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
         expired = f"s.{VALID_TO} IS NOT NULL AND unix_micros(s.{VALID_TO}) <= {horizon_us}"
-        condition = " AND ".join(
-            [
-                *(f"t.`{k}` = s.`{k}`" for k in keys),
-                f"t.{VALID_FROM} = s.{VALID_FROM}",
-                f"(t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {min_segment})",
-            ]
-        )
+        unpend = f"s.{_UNPEND}" if _UNPEND in checkpointed.columns else "FALSE"
         every_column = {f"`{c}`": f"s.`{c}`" for c in (*keys, *_plan.SYSTEM_COLUMNS, *values)}
         bounds_only = {VALID_TO: f"s.{VALID_TO}", SEGMENT_COL: f"s.{SEGMENT_COL}"}
-        # Every partition this commit writes is at or above it (see LOWEST_SEGMENT).
-        lowest = max(min_segment, segment_of(horizon_us, self.settings.interval_us))
         session = self._log.session(
-            batch_id,
-            state,
-            {_MATERIALIZE_SOURCE: "none"},
-            read_version=read_version,
-            **counts,
-            **{LOWEST_SEGMENT: lowest},
+            batch_id, state, {_MATERIALIZE_SOURCE: "none"}, read_version=read_version, **extra
         )
-        step = "put" if batch_id is None else f"put_all batch {batch_id}"
         with self._log.committing(read_version, step):
             merged = (
                 DeltaTable.forPath(session, self.path)
                 .alias("t")
-                .merge(source.alias("s"), condition)
-                .whenMatchedDelete(condition=expired)
+                .merge(checkpointed.alias("s"), condition)
+                .whenMatchedDelete(condition=f"{unpend} OR ({expired})")
                 .whenMatchedUpdate(condition=f"s.{_plan.INCOMING_FLAG}", set=every_column)
                 .whenMatchedUpdate(set=bounds_only)
-                .whenNotMatchedInsert(condition=f"NOT ({expired})", values=every_column)
+                .whenNotMatchedInsert(condition=f"NOT {unpend} AND NOT ({expired})", values=every_column)
                 .execute()
                 .first()
             )
-        return (0 if merged is None else int(merged["num_affected_rows"])), source
+        return 0 if merged is None else int(merged["num_affected_rows"])
+
+    def _snapshot(self, version: int) -> DataFrame:
+        """The table's physical rows at ``version``."""
+        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
 
     def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:
         """The result of a committed batch, from its commit (counts 0 once it left the retained log).
@@ -491,9 +632,11 @@ class VersionedStore:
         t_us = micros(t)
         at = timestamp_lit(t_us)
         valid = (F.col(VALID_FROM) <= at) & (F.col(VALID_TO).isNull() | (F.col(VALID_TO) > at))
-        if self._is_expired(t_us, self._stream_time_us()):
+        recorded = self._log.read()
+        if self._is_expired(t_us, _stream_time_of(recorded)):
             valid = valid & F.col(VALID_TO).isNull()
-        rows = self.table().where(segments_from(t_us, self.settings.interval_us)).where(valid)
+        versions = self._versions(recorded.version, recorded.state)
+        rows = versions.where(segments_from(t_us, self.settings.interval_us)).where(valid)
         return rows if include_tombstones else rows.where(~F.col(TOMBSTONE))
 
     def history(self, key: Any = None) -> DataFrame:
@@ -508,8 +651,9 @@ class VersionedStore:
     def register(self, name: str, temporary: bool = True) -> None:
         """Make the store queryable by SQL: the table ``name`` and the table function ``<name>_as_of(t)``.
 
-        ``name`` is the store's table, every stored version, tombstones included: a temporary view or a
-        catalog table as for every state table (see :func:`lakehouse.delta_ops.register_table`).
+        ``name`` is the view of the store's :meth:`versions` (tombstones included) at each query, pending
+        versions resolved: a temporary view, or with ``temporary=False`` a catalog view (not a table over
+        the path, which would show pending rows unresolved).
         ``<name>_as_of(t TIMESTAMP)`` is a temporary SQL table function returning every key's version valid
         at ``t`` (``valid_from <= t < valid_to``, tombstones left out) with the expired-read rule of
         :meth:`as_of` for the stream time the store has when ``register`` is called: a ``t`` older than
@@ -520,7 +664,11 @@ class VersionedStore:
             InvalidInputError: ``name`` is not an SQL identifier.
             StoreSettingsConflictError: a managed table already has the name.
         """
-        delta_ops.register_table(self.spark, name, self.path, temporary=temporary)
+        table = table_reference(self.path)
+        interval_us = self.settings.interval_us
+        region_from = oldest_pending_segment_sql(table, interval_us)
+        query = versions_sql(table, self.schema.fieldNames(), self.settings.keys, interval_us, region_from)
+        delta_ops.register_view(self.spark, name, query, temporary=temporary)
         columns = [*self.settings.keys, *self.settings.values]
         returns = ", ".join(
             f"`{f.name}` {f.dataType.simpleString()}" for f in self.schema.fields if f.name in columns
@@ -670,14 +818,6 @@ def _require_safe_file_retention(spark: SparkSession, file_retention: timedelta)
     )
 
 
-@dataclass(frozen=True)
-class _Written:
-    """A committed batch: its result, and the MERGE source (None when no record was accepted)."""
-
-    result: PutAllResult
-    source: DataFrame | None
-
-
 def _reject_nulls(stats: Any) -> None:
     for column, what in (
         ("null_keys", "key"),
@@ -686,6 +826,11 @@ def _reject_nulls(stats: Any) -> None:
     ):
         if stats[column]:
             raise InvalidInputError(f"{stats[column]} record(s) with a null {what}: nothing was written")
+
+
+def _has_pending(state: Mapping[str, Any]) -> bool:
+    """Whether the pending partition may hold rows: a commit appended some after the newest seal."""
+    return int(state.get(_PENDING_WRITES, 0)) > int(state.get(_SEALED_WRITES, 0))
 
 
 def _stream_time_of(recorded: Recorded) -> int | None:

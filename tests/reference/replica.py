@@ -189,8 +189,9 @@ class ReplicaModel:
 
 # ---------------------------------------------------------------------- sources from the other models
 def version_identity(row: Row) -> Hashable:
-    """A versioned store's row identity: ``(key, valid_from)``."""
-    return row[:2]
+    """A versioned store's row identity: ``(key, valid_from, pending)`` (a version may be both sealed and
+    pending until a seal)."""
+    return (row[0], row[1], row[4])
 
 
 def dedup_identity(row: Row) -> Hashable:
@@ -200,18 +201,27 @@ def dedup_identity(row: Row) -> Hashable:
 
 @dataclass
 class VersionedSource:
-    """A versioned store's table as a :class:`SourceModel`: rows ``(key, valid_from, valid_to, value)``.
+    """A versioned store's table as a :class:`SourceModel`: rows ``(key, valid_from, valid_to, value,
+    pending)``.
 
     Times are integers (the tests' milliseconds); ``interval`` is the segment interval in those units, a
-    row's segment ``valid_to // interval`` (None for a latest version). What each operation commits:
+    sealed row's segment ``valid_to // interval`` (None for a latest version). What each operation commits:
 
-    - ``put_all`` of a new batch: one commit, even when no record is accepted. It writes every accepted
-      ``(key, valid_from)`` (a rewrite of an unchanged version included) and every stored version whose
-      ``valid_to`` changes, except the versions already expired at its commit (``valid_to <= stream_time
-      - retention``): those are not written, and removed when stored.
+    - ``put_all`` of a new batch: one commit, even when no record is accepted. Its accepted versions go to
+      the pending rows: per key, the pending versions and the batch's (the last record per time wins)
+      form one chain, each ``valid_to`` the next ``valid_from`` in it. Every accepted version is written
+      (an unchanged one included) and every pending version whose ``valid_to`` changes, except those
+      already expired at its commit (``valid_to <= stream_time - retention``): not written, and removed
+      when pending. Sealed rows are untouched.
+    - ``seal``: one commit when a batch wrote pending rows since the last seal. Per key with pending rows,
+      its sealed rows in the region (latest ones, and segments from ``(stream time at the previous seal -
+      retention) // interval`` on) and its pending rows form one chain (a pending version replaces a
+      sealed one at its time); every pending row is removed, its version written sealed, every sealed
+      version whose ``valid_to`` changes rewritten, except versions expired at the seal (not written,
+      removed when sealed).
     - a replayed batch id: no commit.
-    - ``expire``: a partition drop of every segment below ``(stream_time - retention) // interval``; no
-      commit when no row is in such a segment.
+    - ``expire``: a partition drop of every sealed segment below ``(stream_time - retention) // interval``;
+      no commit when no row is in such a segment.
     - ``vacuum``: VACUUM START and END (no row changes); :meth:`vacuum_everything` also stops covering
       earlier checkpoints.
     """
@@ -220,46 +230,99 @@ class VersionedSource:
     interval: int
     store: VersionedStoreModel = field(init=False)
     source: SourceModel = field(default_factory=SourceModel)
-    dropped_below: int | None = None
+    sealed: dict[tuple[Hashable, int], tuple[int | None, Any]] = field(default_factory=dict)
+    pending: dict[tuple[Hashable, int], tuple[int | None, Any]] = field(default_factory=dict)
+    pending_writes: int = 0
+    sealed_writes: int = 0
+    seal_stream_time: int | None = None
 
     def __post_init__(self) -> None:
         self.store = VersionedStoreModel(self.retention)
 
     def _table(self) -> frozenset[Row]:
-        return frozenset(r for r in self.store.history() if not self._is_dropped(r))
+        sealed = {(k, vf, vt, value, False) for (k, vf), (vt, value) in self.sealed.items()}
+        return frozenset(sealed | {(k, vf, vt, value, True) for (k, vf), (vt, value) in self.pending.items()})
 
-    def _is_dropped(self, row: Row) -> bool:
-        below = self.dropped_below
-        return below is not None and row[2] is not None and row[2] // self.interval < below
+    def _expired(self, valid_to: int | None) -> bool:
+        assert self.store.stream_time is not None
+        return valid_to is not None and valid_to <= self.store.stream_time - self.retention
 
     def put_all(self, records: Sequence[tuple[Hashable, Any, int]]) -> int:
         """Put ``(key, value or None for a tombstone, time)`` records in processing order; one commit."""
-        versions_before = {version_identity(r): r for r in self.store.history()}
-        accepted = set()
+        incoming: dict[tuple[Hashable, int], Any] = {}
         for key, value, t in records:
             if self.store.put(key, value, t).status != NOT_PUT:
-                accepted.add((key, t))
-        stored, readable = self.source.rows(), set(self.store.readable_history())
-        after = set()
-        for row in self._table():
-            written = version_identity(row) in accepted or versions_before.get(version_identity(row)) != row
-            keep = row in readable if written else row in stored
-            if keep:
-                after.add(row)
-        rewritten = {r for r in after if version_identity(r) in accepted}
-        return self.source.commit_diff(after, version_identity, rewritten)
+                incoming[(key, t)] = value
+        if not incoming:
+            return self.source.commit(self.source.rows())
+        self.pending_writes += 1
+        rewritten = set()
+        for key in {k for k, _ in incoming}:
+            chain = sorted({t for k, t in self.pending if k == key} | {t for k, t in incoming if k == key})
+            for i, t in enumerate(chain):
+                valid_to = chain[i + 1] if i + 1 < len(chain) else None
+                if (key, t) in incoming:
+                    value = incoming[(key, t)]
+                elif self.pending[(key, t)][0] != valid_to:
+                    value = self.pending[(key, t)][1]
+                else:
+                    continue
+                if self._expired(valid_to):
+                    self.pending.pop((key, t), None)
+                else:
+                    self.pending[(key, t)] = (valid_to, value)
+                    rewritten.add((key, t, valid_to, value, True))
+        return self.source.commit_diff(self._table(), version_identity, rewritten)
+
+    def seal(self) -> int | None:
+        """Move the pending versions into the sealed ones; returns the commit's version (None: no commit)."""
+        if self.pending_writes == self.sealed_writes:
+            return None
+        assert self.store.stream_time is not None
+        first = (
+            None
+            if self.seal_stream_time is None
+            else (self.seal_stream_time - self.retention) // self.interval
+        )
+        self.sealed_writes, self.seal_stream_time = self.pending_writes, self.store.stream_time
+        rewritten = set()
+        for key in {k for k, _ in self.pending}:
+            chain = {
+                t: (vt, value, False)
+                for (k, t), (vt, value) in self.sealed.items()
+                if k == key and (vt is None or first is None or vt // self.interval >= first)
+            }
+            chain.update({t: (vt, value, True) for (k, t), (vt, value) in self.pending.items() if k == key})
+            times = sorted(chain)
+            for i, t in enumerate(times):
+                valid_to = times[i + 1] if i + 1 < len(times) else None
+                stored_to, value, was_pending = chain[t]
+                if was_pending:
+                    del self.pending[(key, t)]
+                elif stored_to == valid_to:
+                    continue
+                if self._expired(valid_to):
+                    self.sealed.pop((key, t), None)
+                else:
+                    self.sealed[(key, t)] = (valid_to, value)
+                    rewritten.add((key, t, valid_to, value, False))
+        return self.source.commit_diff(self._table(), version_identity, rewritten)
 
     def expire(self) -> int | None:
         """Drop the expired segments; returns the drop's version (None: nothing to drop, no commit)."""
         if self.store.stream_time is None:
             return None
         bound = (self.store.stream_time - self.retention) // self.interval
-        before = self.source.rows()
-        gone = {r for r in before if r[2] is not None and r[2] // self.interval < bound}
-        self.dropped_below = max(bound, self.dropped_below or bound)
+        gone = {
+            (k, t, vt, value, False)
+            for (k, t), (vt, value) in self.sealed.items()
+            if vt is not None and vt // self.interval < bound
+        }
         if not gone:
             return None
-        return self.source.commit(before - gone, removed=gone, drop=True)
+        for k, t, *_ in gone:
+            del self.sealed[(k, t)]
+        return self.source.commit(self._table(), removed=gone, drop=True)
 
     def vacuum(self) -> None:
         self.source.vacuum()

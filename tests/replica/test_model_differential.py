@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from lakehouse import delta_ops
 from lakehouse.replica import Replica, ReplicaReinitializedWarning, Shard
 from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from tests.reference.replica import Lag, ReplicaModel, Synced, VersionedSource
 from tests.versioned.helpers import batch_frame, create_store
 
@@ -37,7 +38,7 @@ RECORDS = st.lists(
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("put"), RECORDS),
-        st.tuples(st.sampled_from(["replay", "expire", "vacuum", "vacuum_everything"]), st.none()),
+        st.tuples(st.sampled_from(["replay", "seal", "expire", "vacuum", "vacuum_everything"]), st.none()),
         st.tuples(
             st.just("sync"), st.tuples(st.integers(0, SHARDS - 1), st.one_of(st.none(), st.integers(0, 12)))
         ),
@@ -57,12 +58,13 @@ def key_shard(spark: SparkSession) -> dict[str, int]:
 
 
 def replica_rows(replica: Replica) -> list[tuple[Any, ...]]:
-    """The replica's rows as the model's ``(key, valid_from ms, valid_to ms, value or None)``."""
+    """The replica's rows as the model's ``(key, valid_from ms, valid_to ms, value or None, pending)``."""
     frame = replica.table().select(
         "k",
         F.unix_millis("valid_from"),
         F.unix_millis("valid_to"),
         F.when(~F.col("tombstone"), F.col("v")),
+        F.col("segment") == F.lit(PENDING_SEGMENT),
     )
     return sorted((tuple(r) for r in frame.collect()), key=repr)
 
@@ -116,6 +118,7 @@ RICH_EXAMPLE = [
     ("put", [("a", "x", 0), ("b", "y", 1), ("c", "x", 2)]),
     ("sync", (0, None)),
     ("put", [("a", "y", 10), ("g", None, 12), ("c", "y", 51)]),
+    ("seal", None),
     ("expire", None),
     ("sync", (0, 9)),
     ("sync", (0, 1)),
@@ -155,6 +158,9 @@ def test_replicas_match_the_reference_model(
             batch_id += 1
         elif op == "replay" and last is not None:
             store.put_all(batch_frame(spark, last[0]), batch_id=last[1])  # committed already: no commit
+        elif op == "seal":
+            store.seal()
+            source.seal()
         elif op == "expire":
             store.expire()
             source.expire()

@@ -8,7 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from tests.reference.ordering import Record, processing_order
 from tests.reference.versioned import VersionedStoreModel
 from tests.versioned.helpers import assert_matches_model, at, batch_frame, create_store, ms_of
@@ -22,6 +25,7 @@ sequence_strategy = st.fixed_dictionaries(
     {
         "records": st.lists(record_strategy, min_size=1, max_size=14),
         "cuts": st.lists(st.integers(1, 13), max_size=2),
+        "seals": st.lists(st.booleans(), min_size=3, max_size=3),
         "retention": st.sampled_from([0, 5, 20]),
         "interval": st.sampled_from([2, 7]),
         "probes": st.lists(
@@ -83,12 +87,22 @@ def test_put_all_matches_model_for_random_sequences(
     path = str(tmp_path_factory.mktemp("store") / "table")
     store = create_store(spark, path, case["retention"], case["interval"])
     model = VersionedStoreModel(case["retention"])
-    for batch in _split(_with_offsets(case["records"]), case["cuts"]):
+    for batch, seal in zip(_split(_with_offsets(case["records"]), case["cuts"]), case["seals"], strict=False):
         _apply_to_model(model, batch)
         store.put_all(batch_frame(spark, batch))
+        if seal:  # pending versions moved into their segments between batches, or not
+            store.seal()
+    for _ in range(2):  # reads resolve pending versions; after a seal, none is left
+        _assert_reads_match(store, model, case["probes"])
+        store.seal()
+    physical = spark.read.format("delta").load(store.path)
+    assert physical.where(F.col("segment") == PENDING_SEGMENT).count() == 0
+
+
+def _assert_reads_match(store: VersionedStore, model: VersionedStoreModel, probes: list) -> None:
     assert_matches_model(store, model)
     assert ms_of(store.stream_time) == model.stream_time
-    for key, as_of in case["probes"]:
+    for key, as_of in probes:
         expected = model.get(key, as_of)
         found = store.get(key, None if as_of is None else at(as_of))
         got = None if found is None else (found.value["v"], ms_of(found.valid_from), ms_of(found.valid_to))

@@ -1,5 +1,6 @@
-"""A batch spanning many segments writes only what a read can see: versions already expired when it
-commits are not written (stored ones are deleted), so it adds files to about R / interval + 2 partitions."""
+"""A batch spanning many segments writes only what a read can see: versions already expired when it (or
+the seal moving them into their segments) commits are not written (stored ones are deleted), so it adds
+files to about R / interval + 2 partitions."""
 
 from __future__ import annotations
 
@@ -48,13 +49,21 @@ def test_a_batch_over_many_segments_writes_bounded_files_and_reads_like_the_mode
     # The first batch's versions of every key are now expired: each is deleted, none left stale.
     assert int(metrics["numTargetRowsDeleted"]) >= len(KEYS)
 
-    assert ms_of(store.stream_time) == model.stream_time
-    assert_matches_model(store, model)
-    horizon = model.stream_time - RETENTION_MS
-    for as_of in (0, 30_000, horizon - 1, horizon, model.stream_time):  # expired, expired, ..., not expired
-        rows = store.as_of(at(as_of)).select("k", "v", F.unix_millis("valid_from"), F.unix_millis("valid_to"))
-        found = {tuple(row) for row in rows.collect()}
-        expected = {(k, v.value, v.valid_from, v.valid_to) for k in KEYS if (v := model.get(k, as_of))}
-        assert found == expected, as_of
-    version = DeltaTable.forPath(spark, table_path).history(1).first()["version"]
-    assert check_table(spark, store.path, version).violations.isEmpty()
+    for sealed in (False, True):  # the pending versions, then the same after a seal moved them
+        if sealed:
+            store.seal()
+            seal = DeltaTable.forPath(spark, table_path).history(1).first()
+            assert seal is not None and seal["operation"] == "MERGE"
+            assert int(seal["operationMetrics"]["numTargetFilesAdded"]) <= RETENTION_MS // INTERVAL_MS + 2
+        assert ms_of(store.stream_time) == model.stream_time
+        assert_matches_model(store, model)
+        horizon = model.stream_time - RETENTION_MS
+        for as_of in (0, 30_000, horizon - 1, horizon, model.stream_time):  # expired ... not expired
+            rows = store.as_of(at(as_of)).select(
+                "k", "v", F.unix_millis("valid_from"), F.unix_millis("valid_to")
+            )
+            found = {tuple(row) for row in rows.collect()}
+            expected = {(k, v.value, v.valid_from, v.valid_to) for k in KEYS if (v := model.get(k, as_of))}
+            assert found == expected, as_of
+        version = DeltaTable.forPath(spark, table_path).history(1).first()["version"]
+        assert check_table(spark, store.path, version).violations.isEmpty()

@@ -1,0 +1,82 @@
+"""Batches append to the pending partition and leave the sealed versions alone; reads, SQL and the
+quality suite see the pending versions resolved; a seal moves them into their segments, reads unchanged."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.quality.suites import check_table
+from lakehouse.versioned.pending import PENDING_SEGMENT
+from tests.reference.versioned import VersionedStoreModel
+from tests.versioned.helpers import assert_matches_model, at, batch_frame, create_store, store_history
+
+RETENTION_MS = 100_000
+INTERVAL_MS = 10_000
+KEYS = [f"k{i}" for i in range(6)]
+
+
+def _last_commit(spark: SparkSession, path: str) -> dict:
+    row = DeltaTable.forPath(spark, path).history(1).first()
+    assert row is not None
+    return {"version": row["version"], "operation": row["operation"], **row["operationMetrics"]}
+
+
+def _pending_rows(spark: SparkSession, path: str) -> int:
+    table = spark.read.format("delta").load(path)
+    return table.where(F.col("segment") == PENDING_SEGMENT).count()
+
+
+def test_a_batch_touches_only_pending_rows_and_reads_are_the_same_before_and_after_a_seal(
+    spark: SparkSession, table_path: str
+) -> None:
+    store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    model = VersionedStoreModel(RETENTION_MS)
+    first = [(k, "a", 1_000 + i, 0, i) for i, k in enumerate(KEYS)]
+    # Updates of every key, one late (inside the first version of k0), one at an existing time (k1).
+    second = [(k, "b", 50_000 + i, 0, 10 + i) for i, k in enumerate(KEYS)]
+    second += [("k0", "late", 1_500, 0, 20), ("k1", "same", 1_001, 0, 21)]
+    for batch_id, records in enumerate((first, second)):
+        for key, value, ms, _, _ in records:
+            model.put(key, value, ms)
+        store.put_all(batch_frame(spark, records), batch_id=batch_id)
+        if batch_id == 0:
+            assert _last_commit(spark, table_path)["operation"] == "WRITE"  # nothing pending: an append
+            assert store.seal().rows_written == 2 * len(KEYS)  # each pending row out, its version in
+            assert _pending_rows(spark, table_path) == 0
+
+    batch = _last_commit(spark, table_path)
+    # The second batch appended to the empty pending partition: no sealed file was read or removed.
+    assert batch["operation"] == "WRITE" and int(batch.get("numRemovedFiles", 0)) == 0
+    assert _pending_rows(spark, table_path) == len(second)
+    pending_history = store_history(store)
+    assert_matches_model(store, model)
+    probes = [(k, t) for k in ("k0", "k1", "k5") for t in (None, 1_000, 1_200, 1_500, 49_999, 50_005)]
+    before = {p: store.get(p[0], None if p[1] is None else at(p[1])) for p in probes}
+    as_of_before = sorted(tuple(r) for r in store.as_of(at(1_600)).collect())
+    assert check_table(spark, store.path, batch["version"]).violations.isEmpty()
+
+    sealed = store.seal()
+    assert sealed.rows_written > 0 and _pending_rows(spark, table_path) == 0
+    assert _last_commit(spark, table_path)["operation"] == "MERGE"
+    assert store.seal().rows_written == 0  # nothing pending: no commit
+    assert store_history(store) == pending_history
+    assert {p: store.get(p[0], None if p[1] is None else at(p[1])) for p in probes} == before
+    assert sorted(tuple(r) for r in store.as_of(at(1_600)).collect()) == as_of_before
+    assert before[("k0", 1_500)] is not None and before[("k0", 1_500)].value == {"v": "late"}
+    assert before[("k1", 1_200)] is not None and before[("k1", 1_200)].value == {"v": "same"}
+
+
+def test_sql_sees_pending_versions_resolved(spark: SparkSession, table_path: str) -> None:
+    store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    store.put_all(batch_frame(spark, [("k0", "a", 1_000, 0, 0), ("k1", "a", 1_000, 0, 1)]))
+    store.seal()
+    store.put_all(batch_frame(spark, [("k0", "b", 2_000, 0, 2)]))
+    store.register("pending_rates")
+    latest = spark.sql("SELECT k, v FROM pending_rates WHERE valid_to IS NULL AND NOT tombstone").collect()
+    assert sorted(tuple(r) for r in latest) == [("k0", "b"), ("k1", "a")]
+    closed = spark.sql("SELECT unix_millis(valid_to) FROM pending_rates WHERE k = 'k0' AND v = 'a'").first()
+    assert closed is not None and closed[0] == 2_000
+    at_1500 = spark.sql("SELECT k, v FROM pending_rates_as_of(TIMESTAMP_MILLIS(1500)) ORDER BY k").collect()
+    assert [tuple(r) for r in at_1500] == [("k0", "a"), ("k1", "a")]
