@@ -18,10 +18,11 @@ The store's **versions** (what every read, the as-of join, SQL and the quality s
 pending rows against the sealed rows of the same keys, in one window per key:
 
 - a pending row replaces a sealed row at the same ``(key, valid_from)``;
-- every version's ``valid_to`` is the next ``valid_from`` of its key among both (a late pending version
-  inside a sealed one cuts it; a pending version before a sealed one ends there), and ``segment`` is
-  recomputed from it: exactly what :meth:`VersionedStore.seal` writes, except that a seal does not write
-  versions already expired then (no read returns them either way).
+- every version's ``valid_to`` is the smaller of its own and the next ``valid_from`` of its key among
+  both (a late pending version inside a sealed one cuts it; a pending version before a sealed one ends
+  there), and ``segment`` is recomputed from it. That is what :meth:`VersionedStore.seal` writes, except
+  for versions already expired (``valid_to <= stream_time - R``; no read returns them either way): a
+  seal deletes them, while here one whose successor expired unwritten keeps its own ``valid_to``.
 
 Only sealed rows in the **region** (the latest versions and segments from ``region_from`` on) can be
 affected: every pending row was accepted at ``valid_from >= stream_time - R`` of a moment after the last
@@ -63,9 +64,9 @@ def versions_sql(
     # equal to its own) is the replaced row.
     resolved_columns = [
         (
-            f"{_NEXT_FROM} AS valid_to"
+            f"least(valid_to, {_NEXT_FROM}) AS valid_to"
             if c == "valid_to"
-            else f"{segment_sql(_NEXT_FROM, interval_us)} AS {SEGMENT_COL}"
+            else f"{segment_sql(f'least(valid_to, {_NEXT_FROM})', interval_us)} AS {SEGMENT_COL}"
             if c == SEGMENT_COL
             else _quote(c)
         )

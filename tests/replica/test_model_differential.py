@@ -64,7 +64,7 @@ def replica_rows(replica: Replica) -> list[tuple[Any, ...]]:
         F.unix_millis("valid_from"),
         F.unix_millis("valid_to"),
         F.when(~F.col("tombstone"), F.col("v")),
-        F.col("segment") == F.lit(PENDING_SEGMENT),
+        F.col("segment").eqNullSafe(F.lit(PENDING_SEGMENT)),
     )
     return sorted((tuple(r) for r in frame.collect()), key=repr)
 
