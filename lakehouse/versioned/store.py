@@ -34,6 +34,7 @@ run concurrently (snapshot isolation).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -289,10 +290,16 @@ class VersionedStore:
         # One accepted record at t_us: its summary is known, so no job computes it.
         known = {"records": 1, "dropped": 0, "null_keys": 0, "null_timestamps": 0, "null_order": 0}
         known.update(min_accepted_us=t_us, min_us=t_us, max_us=t_us)
-        self._write(batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known)
+        written = self._write(
+            batch, None, _SINGLE_PUT_SEQUENCE, F.lit(value is None), "timestamp", recorded, known
+        )
         # The new version is valid until the key's next version, if any.
-        later = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) > t_us))
-        row = later.agg(F.min(F.unix_micros(VALID_FROM)).alias("to_us")).first()
+        if written.source is not None:  # written straight into its segment: the MERGE source says
+            mine = written.source.where(F.col(_plan.INCOMING_FLAG) & (F.unix_micros(VALID_FROM) == t_us))
+            row = mine.select(F.unix_micros(VALID_TO).alias("to_us")).first()
+        else:
+            later = self.table().where(self._key_condition(key) & (F.unix_micros(VALID_FROM) > t_us))
+            row = later.agg(F.min(F.unix_micros(VALID_FROM)).alias("to_us")).first()
         if row is None or row["to_us"] is None:
             return PutResult(PutStatus.LATEST)
         return PutResult(PutStatus.HISTORY, from_micros(row["to_us"]))
@@ -349,7 +356,7 @@ class VersionedStore:
                 df, self.settings.keys, self.settings.values, timestamp, tombstone, sequence_by
             )
             return self._replayed(batch_id, recorded, prepared)
-        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded)
+        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
 
     def _write(
         self,
@@ -360,14 +367,15 @@ class VersionedStore:
         timestamp: str,
         recorded: Recorded,
         known_stats: Mapping[str, Any] | None = None,
-    ) -> PutAllResult:
+    ) -> _Written:
         """Plan the batch against the store as ``recorded`` and commit it in one Delta commit.
 
         The batch's versions go to the pending partition (:meth:`_write_pending`); when no record is
         accepted, an empty append records the batch id (nothing without a batch id). The commit fails,
         writing nothing, if another writer committed after ``recorded``. ``known_stats`` is the batch's
         summary (:func:`_plan.batch_stats`) when the caller knows it (one :meth:`put`): the job that
-        computes it is then skipped.
+        computes it is then skipped, and when nothing is pending the one version goes straight into its
+        segment (:meth:`_merge_sealed`: one key's versions, nothing to gain from a later seal).
         """
         keys, values = self.settings.keys, self.settings.values
         stream_time_us = _stream_time_of(recorded)
@@ -392,15 +400,23 @@ class VersionedStore:
             counts = {"records": stats["records"], "dropped": stats["dropped"]}
             if batch_id is not None:  # what a replay of the batch id is compared with
                 counts[INPUT_FINGERPRINT] = str(stats[INPUT_FINGERPRINT])
-            written = 0
-            if stats["min_accepted_us"] is not None:
+            written, source = 0, None
+            direct = known_stats is not None and not _has_pending(recorded.state)
+            if stats["min_accepted_us"] is not None and direct:
+                incoming = _plan.accepted_records(marked, keys, values)
+                first = segment_of(stats["min_accepted_us"], self.settings.interval_us)
+                written, source = self._merge_sealed(
+                    incoming, None, first, recorded.version, state, batch_id, counts, "put"
+                )
+            elif stats["min_accepted_us"] is not None:
                 written = self._write_pending(marked, batch_id, recorded, state, counts)
             elif batch_id is not None:
                 self._record_empty(batch_id, recorded.version, state, counts)
         finally:
             marked.unpersist()
         new_time = from_micros_or_none(new_stream_time)
-        return PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
+        result = PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
+        return _Written(result, source)
 
     def _record_empty(
         self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
@@ -458,7 +474,7 @@ class VersionedStore:
             metrics = commit_metrics(self.spark, self.path, recorded.version + 1)
             return int(metrics.get("numOutputRows", 0))
         condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
-        return self._merge(resolved, condition, batch_id, recorded.version, state, extra, step)
+        return self._merge(resolved, condition, batch_id, recorded.version, state, extra, step)[0]
 
     def seal(self) -> SealResult:
         """Move the pending versions into their validTo segments, in one MERGE commit (none when nothing
@@ -479,23 +495,10 @@ class VersionedStore:
         if not _has_pending(recorded.state):
             return SealResult(0)
         keys, values = self.settings.keys, self.settings.values
-        snapshot = self._snapshot(recorded.version)
-        pending = snapshot.where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
-        region_from = self._region_from(recorded.state)
-        segment = F.col(SEGMENT_COL)
-        region = segment.isNull() | (segment < F.lit(PENDING_SEGMENT))
-        if region_from is not None:
-            region = segment.isNull() | ((segment >= F.lit(region_from)) & (segment < F.lit(PENDING_SEGMENT)))
-        existing = (
-            snapshot.where(region)
-            .select(*keys, VALID_FROM, VALID_TO)
-            .join(pending.select(*keys), on=list(keys), how="left_semi")
-        )
+        pending = self._snapshot(recorded.version).where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
         incoming = pending.select(*keys, VALID_FROM, TOMBSTONE, *values, F.lit(0).alias(ORDER_COL))
-        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
         # One more source row per pending row: it matches that row only and deletes it.
         unpend = pending.select(*keys, VALID_FROM, F.lit(True).alias(_UNPEND))
-        source = resolved.withColumn(_UNPEND, F.lit(False)).unionByName(unpend, allowMissingColumns=True)
         stream_time_us = _stream_time_of(recorded)
         assert stream_time_us is not None  # pending rows were accepted, so stream time is set
         state = {
@@ -503,23 +506,58 @@ class VersionedStore:
             _SEALED_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)),
             _SEAL_STREAM_TIME: stream_time_us,
         }
-        horizon_us = stream_time_us - self.settings.retention_us
-        lowest = segment_of(horizon_us, self.settings.interval_us)
-        if region_from is not None:
-            lowest = max(lowest, region_from)
-        bound = (
-            ""
-            if region_from is None
-            else f" AND (t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {region_from})"
+        first = self._region_from(recorded.state)
+        rows, _ = self._merge_sealed(incoming, unpend, first, recorded.version, state, None, {}, "seal")
+        return SealResult(rows)
+
+    def _merge_sealed(
+        self,
+        incoming: DataFrame,
+        unpend: DataFrame | None,
+        first_segment: int | None,
+        read_version: int,
+        state: Mapping[str, Any],
+        batch_id: int | None,
+        extra: Mapping[str, Any],
+        step: str,
+    ) -> tuple[int, DataFrame]:
+        """Splice ``incoming`` versions (:func:`_plan.accepted_records`) into the sealed versions of their
+        keys with one MERGE (:meth:`_merge`); ``unpend``: pending rows to delete in the same commit.
+
+        Only the latest versions and the segments from ``first_segment`` on (every one when None) are
+        read: the caller knows no version ending before that can change. Returns the MERGE's rows and its
+        checkpointed source.
+        """
+        keys, values = self.settings.keys, self.settings.values
+        segment = F.col(SEGMENT_COL)
+        sealed = segment.isNull() | (segment < F.lit(PENDING_SEGMENT))
+        if first_segment is not None:
+            sealed = sealed & (segment.isNull() | (segment >= F.lit(first_segment)))
+        existing = (
+            self._snapshot(read_version)
+            .where(sealed)
+            .select(*keys, VALID_FROM, VALID_TO)
+            .join(incoming.select(*keys), on=list(keys), how="left_semi")
         )
+        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
+        source = resolved.withColumn(_UNPEND, F.lit(False))
+        if unpend is not None:
+            source = source.unionByName(unpend, allowMissingColumns=True)
+        horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
+        # Every partition this commit writes is at or above it (see LOWEST_SEGMENT).
+        lowest = segment_of(horizon_us, self.settings.interval_us)
+        bound = ""
+        if first_segment is not None:
+            lowest = max(lowest, first_segment)
+            bound = f" AND (t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} >= {first_segment})"
         condition = (
             self._same_version_condition()
             + bound
             + f" AND (CASE WHEN s.{_UNPEND} THEN t.{SEGMENT_COL} = {PENDING_SEGMENT}"
             + f" ELSE t.{SEGMENT_COL} IS NULL OR t.{SEGMENT_COL} < {PENDING_SEGMENT} END)"
         )
-        rows = self._merge(source, condition, None, recorded.version, state, {LOWEST_SEGMENT: lowest}, "seal")
-        return SealResult(rows)
+        extra = {**extra, LOWEST_SEGMENT: lowest}
+        return self._merge(source, condition, batch_id, read_version, state, extra, step)
 
     def _same_version_condition(self) -> str:
         """MERGE condition: target and source rows are the same version (key and ``valid_from``)."""
@@ -535,9 +573,9 @@ class VersionedStore:
         state: Mapping[str, Any],
         extra: Mapping[str, Any],
         step: str,
-    ) -> int:
+    ) -> tuple[int, DataFrame]:
         """One MERGE of resolved versions (:func:`_plan.resolve_versions`) into the rows ``condition``
-        matches; returns the rows it inserted, updated or deleted.
+        matches; returns the rows it inserted, updated or deleted, and the checkpointed source.
 
         An incoming version updates the row it matches (every column) or is inserted; a stored version
         (not incoming) has its ``valid_to`` and ``segment`` updated; a version expired at the commit
@@ -569,7 +607,7 @@ class VersionedStore:
                 .execute()
                 .first()
             )
-        return 0 if merged is None else int(merged["num_affected_rows"])
+        return (0 if merged is None else int(merged["num_affected_rows"])), checkpointed
 
     def _snapshot(self, version: int) -> DataFrame:
         """The table's physical rows at ``version``."""
@@ -816,6 +854,14 @@ def _require_safe_file_retention(spark: SparkSession, file_retention: timedelta)
         "VACUUM could delete files a running reader or writer still needs; set "
         f"{_RETENTION_CHECK}=false to allow it"
     )
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A committed batch: its result, and the MERGE source when it went straight into its segments."""
+
+    result: PutAllResult
+    source: DataFrame | None
 
 
 def _reject_nulls(stats: Any) -> None:

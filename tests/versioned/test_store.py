@@ -150,10 +150,12 @@ def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
         file_retention=timedelta(0),
     )
     records = [(f"k{i % 3}", f"v{i}", i * 5_000, 0, i) for i in range(30)]  # 0 s .. 145 s
-    # Two batches: a batch writes no version already expired at its commit, so the old segments hold the
-    # first batch's versions that only the second one expired.
+    # Two batches, each sealed into its segments: a seal writes no version already expired at its commit,
+    # so the old segments hold the first batch's versions that only the second one expired.
     store.put_all(batch_frame(spark, records[:15]), batch_id=0)
+    store.seal()
     store.put_all(batch_frame(spark, records[15:]), batch_id=1)
+    store.seal()
     # All >= ST - R; each key has a version every 15 s, so two probes land in each.
     probes = [(f"k{k}", t) for k in range(3) for t in range(85_000, 150_000, 7_500)]
     before = [_value(store, key, t) for key, t in probes]
@@ -181,6 +183,7 @@ def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
 def test_as_of_reads_only_segments_that_can_hold_the_version(spark: SparkSession, table_path: str) -> None:
     store = create_store(spark, table_path, 10 * RETENTION_MS, INTERVAL_MS)
     store.put_all(batch_frame(spark, [("k", f"v{i}", i * INTERVAL_MS, 0, i) for i in range(6)]))
+    store.seal()
     as_of = store.as_of(at(3 * INTERVAL_MS + 1))
     plan = io.StringIO()
     with contextlib.redirect_stdout(plan):
