@@ -179,11 +179,13 @@ def short(
     # p40 (valid to 50, expired only by the second batch) is what stays in an old segment (10).
     path = str(tmp_path_factory.mktemp("asof") / "short")
     store, model = store_with(spark, path, EXPIRY_PUTS[:7], retention_ms=10, interval_ms=5)
+    store.seal()
     rest = EXPIRY_PUTS[7:]
     for key, value, ms in rest:
         model.put(key, value, ms)
     records = [(k, v, ms, 0, offset) for offset, (k, v, ms) in enumerate(rest, start=7)]
     store.put_all(batch_frame(spark, records))
+    store.seal()  # the versions in their segments, so the join can prune them
     return store, model
 
 

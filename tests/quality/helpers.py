@@ -59,10 +59,13 @@ def build_warehouse(spark: SparkSession, root: Path) -> dict[str, str]:
         [(c, r, at(ms), 0, i) for i, (c, r, ms) in enumerate(RATE_UPDATES)],
         "currency string, rate double, timestamp timestamp, partition int, offset long",
     )
-    # Two batches: EUR's [0, 1500) and [1500, 2200) are live when the first commits (one batch would not
-    # write them at all: they are expired at its stream time), and expire() then drops [0, 1500).
+    # Two batches, each sealed as the pipeline's maintain stage does: EUR's [0, 1500) and [1500, 2200) are
+    # live when the first seal commits (one batch would not write them at all: they are expired at its
+    # stream time), and expire() then drops [0, 1500). The corruptions below go to the sealed segments.
     rates.put_all(updates.where(F.col("offset") < FIRST_BATCH_UPDATES), batch_id=0)
+    rates.seal()
     rates.put_all(updates.where(F.col("offset") >= FIRST_BATCH_UPDATES), batch_id=1)
+    rates.seal()
     rates.expire()
     transactions = spark.createDataFrame(
         [(txn, cur, at(ms), 0, i) for i, (txn, cur, ms) in enumerate(TRANSACTIONS)],
