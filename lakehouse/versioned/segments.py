@@ -46,9 +46,10 @@ def segment_sql(valid_to: str, interval_us: int) -> str:
     return f"CAST(floor(unix_micros({valid_to}) / {interval_us}) AS BIGINT)"
 
 
-def segment_column(valid_to: str, interval_us: int) -> Column:
-    """Spark expression of :func:`segment_of` of the column named ``valid_to``; NULL when it is NULL."""
-    return F.expr(segment_sql(f"`{valid_to}`", interval_us))
+def segment_column(valid_to: Column | str, interval_us: int) -> Column:
+    """Spark expression of :func:`segment_of` (:func:`segment_sql` as a column); NULL when ``valid_to`` is."""
+    column = F.col(valid_to) if isinstance(valid_to, str) else valid_to
+    return F.floor(F.unix_micros(column) / F.lit(interval_us)).cast("long")
 
 
 def first_live_segment(stream_time_us: int, retention_us: int, interval_us: int) -> int:

@@ -96,8 +96,8 @@ def test_results_table_has_one_row_per_expectation_per_run(
     (row,) = overlap.collect()
     assert (row["success"], row["unexpected_count"], row["sample_keys"]) == (False, 2, ["EUR"])
     overlap_verdict = verdict(report, "rates_overlap")
-    # create, two put_all batches, expire, then the append behind the store's back
-    assert row["table_version"] == overlap_verdict.version == 4
+    # create, two put_all batches each sealed, expire, then the append behind the store's back
+    assert row["table_version"] == overlap_verdict.version == 6
     assert rows.select("run_id").distinct().count() == 1
 
 

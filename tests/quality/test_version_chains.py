@@ -39,7 +39,7 @@ def test_only_sound_chains_are_certified_and_the_violations_are_the_windows(spar
         for start, end in versions
     ]
     frame = spark.createDataFrame(rows, "k string, valid_from timestamp, valid_to timestamp")
-    segment = segment_column(F.col("valid_to"), SETTINGS.interval_us)
+    segment = segment_column("valid_to", SETTINGS.interval_us)
     table = frame.select(
         "k",
         "valid_from",
