@@ -9,8 +9,9 @@ caught-up whole-table replica of each syncs each of them (timed):
   inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. The replica MERGEs them.
 - **Insert-only** (the store's append write path, where a batch's new versions are appended to a pending
   partition and a later compaction seals them): ``2 * --changed`` new versions appended in one plain Delta
-  append with the store's commit metadata, into the stand-in partition :data:`PENDING_SEGMENT`. The
-  replica sees from the commit infos that the range only inserted rows and appends them.
+  append with the store's commit metadata, into the store's pending partition (what ``put_all`` writes
+  when nothing is pending, without its batch plan). The replica sees from the commit infos that the range
+  only inserted rows and appends them.
 
 Finally the large store's table is restored from nothing into a fresh replica (timed) and compared with
 both incremental syncs. A tiny store is synced both ways first (untimed), so no timed sync pays the JVM's
@@ -40,14 +41,13 @@ from lakehouse.config import load_settings
 from lakehouse.replica import Replica
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import segment_column
 
 SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
 STEP_S = 1800
 RETENTION = timedelta(days=365)
 INTERVAL = timedelta(hours=6)
-#: Stand-in for the append write path's pending partition (the segment value of appended versions).
-PENDING_SEGMENT = -1
 STORE_META = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": %d, "stream_time_us": %d}}'
 
 
