@@ -4,7 +4,7 @@ Two versioned stores with the same keys: a small one (``--keys`` keys, one versi
 (the same keys, ``--versions`` versions each). Two change sets of the same size go into both, and a
 caught-up whole-table replica of each syncs each of them (timed):
 
-- **MERGE-shaped** (today's ``put_all``): a new version for ``--changed`` keys, put with ``put_all``. A new
+- **MERGE-shaped**: a new version for ``--changed`` keys, put with ``put_all`` and sealed by ``seal()``. A new
   version of a key is two change rows (the old latest version gets its ``valid_to``, the new one is
   inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. The replica MERGEs them.
 - **Insert-only** (the store's append write path, where a batch's new versions are appended to a pending
@@ -136,6 +136,7 @@ def warm_up(spark: SparkSession, root: Path) -> None:
     replica = Replica.create(spark, store.path, str(root / "warm_replica"))
     replica.sync()
     store.put_all(change_set(spark, 100, 2 * STEP_S), batch_id=1, sequence_by="seq")
+    store.seal()
     replica.sync()
     append_versions(spark, store.path, 200, 3 * STEP_S, 2)
     replica.sync()
@@ -160,6 +161,7 @@ def main() -> None:
             store.put_all(
                 change_set(spark, args.changed, args.versions * STEP_S), batch_id=1, sequence_by="seq"
             )
+            store.seal()  # the pending versions into their segments: the MERGE a sync must mirror
             merge = timed(spark, f"merge_{name}", replica.sync)
             merge_commit = last_commit(spark, replica.path)
             append_versions(spark, store.path, 2 * args.changed, (args.versions + 1) * STEP_S, 2)
