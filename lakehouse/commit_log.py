@@ -453,6 +453,9 @@ def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | N
     Read from the snapshot's checksum when it lists the transactions (the ``.crc`` file Delta writes with
     each commit, carried forward in memory after this process's own commits): no Spark job. Otherwise (a
     commit written without a checksum) from the snapshot's reconstructed state, Spark jobs over the log.
+    Delta lists no transactions in the checksum of a table that sets
+    ``delta.setTransactionRetentionDuration``, so the expired ones the reconstruction drops are dropped here
+    too (tested).
     ``Snapshot.setTransactionsIfKnown`` is not used: it reconstructs the state even when the checksum has it.
     """
     checksum = snapshot.checksumOpt()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
@@ -10,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import CommitLog, commit_infos, parse_metadata
+from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata, recorded_txn
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
 from lakehouse.times import micros
@@ -173,3 +175,45 @@ def test_txn_settings_do_not_leak_into_other_threads_writes(spark: SparkSession,
     assert all(parse_metadata(row["userMetadata"]) is None for row in history)
     assert CommitLog(spark, theirs, APP).last_batch_id() is None
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
+
+
+def _crc_listed(snapshot: object) -> bool:
+    checksum = snapshot.checksumOpt()  # type: ignore[attr-defined]
+    return bool(checksum.isDefined() and checksum.get().setTransactions().isDefined())
+
+
+def test_recorded_txn_from_the_checksum_equals_delta_state_without_it(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    log = CommitLog(spark, table_path, APP)
+    spark.createDataFrame([(1, 0)], SCHEMA).write.format("delta").mode("append").options(
+        **log.writer_options(3, {})
+    ).save(table_path)
+    snapshot = latest_snapshot(spark, table_path)
+    assert _crc_listed(snapshot)
+    from_checksum = recorded_txn(spark, snapshot, log.txn_app_id)
+    for crc in (Path(table_path) / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
+    rebuilt = latest_snapshot(spark, table_path)
+    assert not _crc_listed(rebuilt)
+    assert from_checksum == recorded_txn(spark, rebuilt, log.txn_app_id) == 3
+
+
+def test_recorded_txn_drops_transactions_the_table_expires_like_delta(
+    spark: SparkSession, table_path: str
+) -> None:
+    retention = {"delta.setTransactionRetentionDuration": "interval 1 seconds"}
+    ensure_table(spark, table_path, SCHEMA, properties=retention)
+    log = CommitLog(spark, table_path, APP)
+    spark.createDataFrame([(1, 0)], SCHEMA).write.format("delta").mode("append").options(
+        **log.writer_options(3, {})
+    ).save(table_path)
+    time.sleep(2)
+    spark.createDataFrame([(2, 0)], SCHEMA).write.format("delta").mode("append").save(table_path)
+    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
+    snapshot = latest_snapshot(spark, table_path)
+    assert not _crc_listed(snapshot)  # Delta keeps expiring transactions out of the checksum
+    assert snapshot.transactions().get(log.txn_app_id).isEmpty()  # Delta expired it: a replay would write
+    assert recorded_txn(spark, snapshot, log.txn_app_id) is None
