@@ -42,6 +42,17 @@ class Commit:
         m = self.metrics
         return int(m.get("numFiles") or m.get("numTargetFilesAdded") or m.get("numAddedFiles") or 0)
 
+    @property
+    def rows_added(self) -> int:
+        """Rows the commit added (see :func:`rows_added`)."""
+        return rows_added(self.metrics)
+
+
+def rows_added(metrics: Mapping[str, str]) -> int:
+    """Rows a commit with ``operationMetrics`` ``metrics`` added: an append's output rows, a MERGE's
+    inserted ones (0 for commits that add none)."""
+    return int(metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted") or 0)
+
 
 def recent_commits(spark: SparkSession, path: str, depth: int = DEPTH) -> list[Commit]:
     """The newest ``depth`` commits of the table at ``path``, newest first."""

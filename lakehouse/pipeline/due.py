@@ -4,6 +4,10 @@ Each decision reads the table's newest commits (:func:`lakehouse.history.recent_
 times and properties: never its data. A task that is not due would find nothing to do (or, for VACUUM,
 ran within ``vacuum_interval``); when the commits cannot tell, the task is due.
 
+- **seal** (versioned store): due when the commits since its newest seal wrote ``seal_min_rows`` rows or
+  more into its pending partition (an upper bound of the pending versions: a batch may replace some). A
+  seal reads and rewrites the sealed versions of the pending keys, a cost that shrinks little with fewer
+  pending rows; until then every read resolves the pending rows itself (the same answers).
 - **expire** (versioned store): due when the first live segment (``floor((stream_time - R) /
   interval)``) is above the lowest segment the store may hold: the bound of its newest expiry, or the
   lowest segment a MERGE since then wrote (each records it), so only when stream time crossed a segment
@@ -26,6 +30,7 @@ from lakehouse.dedup.deduplicator import APP_ID as DEDUP_APP_ID
 from lakehouse.dedup.deduplicator import LOWEST_BUCKET, Deduplicator
 from lakehouse.history import Commit, lowest_partition, reaches_creation
 from lakehouse.times import micros
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import first_live_segment
 from lakehouse.versioned.store import APP_ID as STORE_APP_ID
 from lakehouse.versioned.store import LOWEST_SEGMENT, VersionedStore
@@ -40,6 +45,25 @@ class Due:
 
     def __bool__(self) -> bool:
         return self.due
+
+
+def seal_due(pending_commits: int, commits: Sequence[Commit], min_rows: int) -> Due:
+    """Whether :meth:`VersionedStore.seal` is due on a store whose newest ``pending_commits`` pending writes
+    (:meth:`VersionedStore.pending_commits`) are among ``commits`` (newest first): ``min_rows`` or more
+    rows written by them. Due when they are not all among ``commits`` (their rows cannot be counted)."""
+    if not pending_commits:
+        return Due(False, "nothing pending")
+    writes = [c for c in commits if c.meta.get("app_id") == STORE_APP_ID and _wrote_pending(c)]
+    if len(writes) < pending_commits:
+        return Due(True, f"{pending_commits} pending writes, not all in the newest {len(commits)} commits")
+    rows = sum(c.rows_added for c in writes[:pending_commits])
+    reason = f"{rows} rows written to the pending partition since the last seal (seal_min_rows {min_rows})"
+    return Due(rows >= min_rows, reason)
+
+
+def _wrote_pending(commit: Commit) -> bool:
+    lowest = commit.meta.get(LOWEST_SEGMENT)
+    return lowest is not None and int(lowest) == PENDING_SEGMENT
 
 
 def expire_due(store: VersionedStore, commits: Sequence[Commit]) -> Due:

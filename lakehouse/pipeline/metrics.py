@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import CommitLog
+from lakehouse.history import rows_added
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,7 @@ def rows_committed(
     if found is None:
         return None, 0
     version, metrics = found
-    added = metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted") or 0
-    return version, int(added)
+    return version, rows_added(metrics)
 
 
 def current_version(spark: SparkSession, path: str) -> int | None:

@@ -60,6 +60,10 @@ class PipelineSpec:
         join_timestamp / join_prefix / grace: The as-of join of the deduplicated records with the store:
             their event-time column, a prefix for the added columns, and an optional grace period
             (KIP-923; "" = join at once).
+        seal_min_rows: ``maintain`` seals the store (:meth:`VersionedStore.seal`) once the commits since
+            its last seal wrote this many rows into its pending partition (1 = whenever versions are
+            pending). A seal reads and rewrites the sealed versions of the pending keys, however few rows
+            are pending; until then reads resolve the pending rows themselves (same answers).
         optimize_min_files: ``maintain`` compacts a table (``OPTIMIZE``) once the commits since its last
             OPTIMIZE added this many files (0 = never).
         vacuum_interval: ``maintain`` VACUUMs the store at most once per this interval (and only once the
@@ -93,6 +97,7 @@ class PipelineSpec:
     join_timestamp: str = "timestamp"
     join_prefix: str = ""
     grace: timedelta | None = None
+    seal_min_rows: int = 50_000
     optimize_min_files: int = 16
     vacuum_interval: timedelta = timedelta(days=1)
     assignment_root: str = ""
@@ -108,6 +113,8 @@ class PipelineSpec:
         for key in ("max_files_per_trigger", "max_offsets_per_trigger"):
             if getattr(self, key) < 0:
                 raise InvalidConfigError(key, f"must be >= 0, got {getattr(self, key)}")
+        if self.seal_min_rows < 1:
+            raise InvalidConfigError("seal_min_rows", f"must be >= 1, got {self.seal_min_rows}")
         if self.optimize_min_files < 0:
             raise InvalidConfigError("optimize_min_files", f"must be >= 0, got {self.optimize_min_files}")
         if self.vacuum_interval < timedelta(0):

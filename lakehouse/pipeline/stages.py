@@ -3,7 +3,7 @@
 ``ingest``      records source -> Deduplicator.run (seen-ID index, quarantine) -> ``deduped`` sink
 ``materialize`` changelog source -> VersionedStore.put_all -> ``store``
 ``enrich``      ``deduped`` (a Delta stream) -> as-of join with ``store`` (optional grace) -> ``enriched``
-``maintain``    expire + VACUUM the store, purge the index, OPTIMIZE tables with many new files: when due
+``maintain``    seal, expire + VACUUM the store, purge the index, OPTIMIZE tables of many new files: when due
 ``assign``      assign the latest subscriptions of the assignment store (when the spec names one)
 
 The streaming stages write only through batch-id-keyed commits (see :mod:`lakehouse.pipeline.stream`).
@@ -26,7 +26,7 @@ from lakehouse.commit_log import CommitLog
 from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
 from lakehouse.history import recent_commits
-from lakehouse.pipeline.due import Due, expire_due, optimize_due, purge_due, vacuum_due
+from lakehouse.pipeline.due import Due, expire_due, optimize_due, purge_due, seal_due, vacuum_due
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
 from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
@@ -188,8 +188,8 @@ def _join_with_grace(run: Run, store: VersionedStore) -> Callable[[DataFrame, in
 
 def maintain(run: Run) -> list[BatchMetrics]:
     """Seal the store's pending versions, expire and VACUUM it, purge the dedup index, compact tables of
-    many small files: each task only when it is due (:mod:`lakehouse.pipeline.due`; a seal when anything
-    is pending); ``details["skipped"]`` says why the others were not.
+    many small files: each task only when it is due (:mod:`lakehouse.pipeline.due`);
+    ``details["skipped"]`` says why the others were not.
     """
     spark, spec, tables = run.spark, run.spec, run.spec.tables
     start = time.monotonic()
@@ -203,12 +203,10 @@ def maintain(run: Run) -> list[BatchMetrics]:
 
     if DeltaTable.isDeltaTable(spark, tables.store):
         store = VersionedStore.open(spark, tables.store)
-        sealed = store.seal()
-        if sealed.rows_written:
-            details["sealed_rows"] = sealed.rows_written
-        else:
-            skipped["seal"] = "nothing pending"
         commits = recent_commits(spark, tables.store)
+        if when("seal", seal_due(store.pending_commits(), commits, spec.seal_min_rows)):
+            details["sealed_rows"] = store.seal().rows_written
+            commits = recent_commits(spark, tables.store)
         if when("expire", expire_due(store, commits)):
             details["expired_versions"] = store.expire().removed_rows
             commits = recent_commits(spark, tables.store)

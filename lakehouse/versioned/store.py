@@ -266,6 +266,11 @@ class VersionedStore:
         found = self._log.state_at(version).get(_STREAM_TIME)
         return None if found is None else int(found) - self.settings.retention_us
 
+    def pending_commits(self) -> int:
+        """How many commits wrote versions into the pending partition since the newest :meth:`seal` (0:
+        nothing is pending), from the store's state: no Spark job."""
+        return _pending_commits(self._log.read().state)
+
     def _is_expired(self, as_of_us: int, stream_time_us: int | None) -> bool:
         return stream_time_us is not None and as_of_us < stream_time_us - self.settings.retention_us
 
@@ -876,7 +881,12 @@ def _reject_nulls(stats: Any) -> None:
 
 def _has_pending(state: Mapping[str, Any]) -> bool:
     """Whether the pending partition may hold rows: a commit appended some after the newest seal."""
-    return int(state.get(_PENDING_WRITES, 0)) > int(state.get(_SEALED_WRITES, 0))
+    return _pending_commits(state) > 0
+
+
+def _pending_commits(state: Mapping[str, Any]) -> int:
+    """The commits that appended pending rows after the newest seal (the state's counters)."""
+    return max(0, int(state.get(_PENDING_WRITES, 0)) - int(state.get(_SEALED_WRITES, 0)))
 
 
 def _stream_time_of(recorded: Recorded) -> int | None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lakehouse.history import Commit, lowest_partition
-from lakehouse.pipeline.due import optimize_due, vacuum_due
+from lakehouse.pipeline.due import optimize_due, seal_due, vacuum_due
 
 NOW = datetime(2024, 3, 1, tzinfo=UTC)
 APP = "lakehouse.versioned_store"
@@ -70,3 +70,18 @@ def test_optimize_is_due_when_enough_files_were_added_since_the_last_optimize() 
     assert optimize_due(history, 12)
     assert optimize_due([append(5, 5), *history], 16)
     assert optimize_due(history[-1:], 16) and not optimize_due(history, 0)
+
+
+def test_a_seal_is_due_once_the_pending_writes_since_the_last_seal_added_seal_min_rows() -> None:
+    pending = 2**63 - 1
+    created = commit(0, "CREATE TABLE")
+    first = commit(1, "WRITE", batch_id=0, lowest_segment=pending, metrics={"numOutputRows": 600})
+    sealed = commit(2, "MERGE", lowest_segment=7, metrics={"numTargetRowsInserted": 900})
+    second = commit(3, "WRITE", batch_id=1, lowest_segment=pending, metrics={"numOutputRows": 300})
+    third = commit(4, "MERGE", batch_id=2, lowest_segment=pending, metrics={"numTargetRowsInserted": 200})
+    commits = newest_first(created, first, sealed, second, third)
+    assert seal_due(2, commits, 500) and not seal_due(2, commits, 501)  # 300 + 200 since the seal
+    skipped = seal_due(2, commits, 1000)
+    assert "500 rows written to the pending partition since the last seal" in skipped.reason
+    assert seal_due(0, commits, 1).reason == "nothing pending" and not seal_due(0, commits, 1)
+    assert seal_due(3, [third, second], 10**9)  # older pending writes are not among the commits: due

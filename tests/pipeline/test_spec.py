@@ -40,6 +40,7 @@ def test_overrides_are_text_like_the_cli(tmp_path: Path) -> None:
         ({"records_format": "csv"}, "records_format"),
         ({"quarantine": "yes"}, "quarantine"),
         ({"changelog": "x"}, "store_key"),
+        ({"seal_min_rows": 0}, "seal_min_rows"),
     ],
 )
 def test_bad_spec_is_one_line_error_naming_the_key(values: dict[str, object], key: str) -> None:
