@@ -104,10 +104,9 @@ APP_ID = "lakehouse.dedup"
 LOWEST_BUCKET = "lowest_bucket"
 QUARANTINE_KIND = "dedup_quarantine"
 _STREAM_TIME = "stream_time_us"
-#: Writer option of every append: Delta bins the rows into few files (one more shuffle, of the written rows
-#: only) instead of one file per shuffle partition and table partition, so a batch adds about one file per
-#: partition and the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
-_FEW_FILES = {"optimizeWrite": "true"}
+#: Rows per write task of an append (:func:`_few_files`): a batch adds about one file per table partition
+#: and million rows, so the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
+_ROWS_PER_FILE = 1_000_000
 #: How long a sink folder that is not a Delta table may take to become one (a concurrent first commit).
 _SINK_CREATION_WAIT_S = 10.0
 _RECORD_COLUMNS = T.StructType(
@@ -291,7 +290,7 @@ class Deduplicator:
         if stats.replayed or stats.late or stats.null_ids:
             rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
         sink_log = CommitLog(self.spark, sink, sink_app_id, writer=self.writer)
-        sink_log.append(rows, batch_id, {}, options=_FEW_FILES, index=self.path)
+        sink_log.append(_few_files(rows, stats.forwarded), batch_id, {}, index=self.path)
         self._after_commit("sink")
         self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
         return self._stats
@@ -340,7 +339,7 @@ class Deduplicator:
             self._commit(resolved, batch_id, version, stream_times, summary, stats)
             self._after_commit("index")
         if self.settings.quarantine_path is not None:
-            self._write_quarantine(resolved, batch_id)
+            self._write_quarantine(resolved, batch_id, stats.duplicates)
             self._after_commit("quarantine")
         self._stats = stats
         return resolved, stats
@@ -443,13 +442,15 @@ class Deduplicator:
             self.path, [resolved.schema[c] for c in self.settings.by], read_version, step
         ):
             read_version += 1  # our own ALTER TABLE
-        entries = resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id))
+        entries = _few_files(
+            resolved.where(F.col(SAVED_COL)).select(*self._index_columns(batch_id)), stats.saved
+        )
         saved_us = [r["min_saved_us"] for r in summary if r["min_saved_us"] is not None]
         if saved_us:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
         options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
         with self._log.committing(read_version, step):
-            entries.write.format("delta").mode("append").options(**options, **_FEW_FILES).save(self.path)
+            entries.write.format("delta").mode("append").options(**options).save(self.path)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
@@ -492,7 +493,7 @@ class Deduplicator:
         self._with_ids.add(path)
         return bool(missing)
 
-    def _write_quarantine(self, resolved: DataFrame, batch_id: int | None) -> None:
+    def _write_quarantine(self, resolved: DataFrame, batch_id: int | None, duplicates: int) -> None:
         path = self.settings.quarantine_path
         assert path is not None
         self._ensure_id_columns(path, [resolved.schema[c] for c in self.settings.by])
@@ -508,7 +509,7 @@ class Deduplicator:
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
         quarantine = CommitLog(self.spark, path, self._sink_app_id_of_index(), writer=self.writer)
-        quarantine.append(dropped, batch_id, {}, options=_FEW_FILES, index=self.path)
+        quarantine.append(_few_files(dropped, duplicates), batch_id, {}, index=self.path)
 
     def _sink_app_id_of_index(self) -> str:
         """The app id this index's batches carry in the tables it shares (quarantine and sink), with
@@ -602,6 +603,13 @@ def _rows_appended(sink: CommitLog, batch_id: int) -> int:
 
 def _count(decision: int) -> Any:
     return F.sum((F.col(DECISION_COL) == F.lit(decision)).cast("long"))
+
+
+def _few_files(rows: DataFrame, count: int) -> DataFrame:
+    """``rows`` (``count`` of them, decided from the batch's cache) in ``ceil(count / _ROWS_PER_FILE)``
+    partitions, at least one: the cached partitions are merged without a shuffle (Delta's optimized write
+    would shuffle the rows once more, one more Spark job per append)."""
+    return rows.coalesce(max(1, -(-count // _ROWS_PER_FILE)))
 
 
 def _summarize(resolved: DataFrame, input_columns: list[Column]) -> list[Row]:
