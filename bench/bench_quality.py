@@ -4,7 +4,7 @@ Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_quality.py [
 10]`` from a temporary folder; writes ``RESULTS_quality.md`` there (``--out``), to be merged into
 ``bench/RESULTS_quality.md``. The store is written directly (one append, as in
 ``bench_versioned.py``). Two comparisons, each timing one full scan of the table (every column read,
-written to Spark's ``noop`` sink) and ``run_quality`` on the table (the suite's per-key aggregate, its
+the sum of a hash of each row) and ``run_quality`` on the table (the suite's per-key aggregate, its
 window pass over the keys the aggregate cannot certify, GX's expectations over the violations, the results
 append and the Data Docs build), with the Spark jobs each ran:
 
@@ -13,6 +13,12 @@ append and the Data Docs build), with the Spark jobs each ran:
   warm-up round on a small store, so neither pays for JIT and first-use class loading);
 - **warm** (what a session that already read the table pays): in this process, after one untimed read of
   the store, the scan and ``run_quality`` alternate for ``--rounds`` rounds.
+
+Then the same two comparisons for the **incremental** check that follows a passed one (what the scheduled
+job pays from its second run on): before each round a 1% change is applied, untimed (a ``put_all`` of a
+new version for 1% of the keys, then ``seal()``), and ``run_quality`` checks the keys changed since the
+last passed check (its verdict must say "incremental since version N"), against one full scan of the
+changed table.
 
 The machine is shared, so each verdict compares medians.
 """
@@ -31,41 +37,72 @@ from pathlib import Path
 from statistics import median
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_versioned import Measured, bulk_store, load, measure
+from bench_versioned import STEP_S, Measured, bulk_store, load, measure
 
 from lakehouse.config import Settings, load_settings
 from lakehouse.quality import QualityReport, run_quality
 from lakehouse.session import get_spark
+from lakehouse.versioned import VersionedStore
 
 
 def full_scan(spark: SparkSession, path: str) -> None:
-    """Read every row and column of the table once (Spark's ``noop`` sink writes nothing)."""
-    spark.read.format("delta").load(path).write.format("noop").mode("overwrite").save()
+    """Read every row and column of the table once: the sum of a hash of each row's columns, so no column
+    can be pruned and no count can come from the log's statistics. (Delta 4.4 refuses to write a frame
+    read from a table with deletion vectors, which a seal leaves, even to Spark's ``noop`` sink: "Cannot
+    work with a non-pinned table snapshot".)"""
+    table = spark.read.format("delta").load(path)
+    table.select(F.sum(F.hash(*table.columns))).collect()
 
 
 def warm_up(spark: SparkSession, root: Path) -> None:
-    """One small round of both contenders, so no timed call pays for JIT and first-use class loading."""
+    """One small round of every contender (full and incremental check), so no timed call pays for JIT and
+    first-use class loading."""
     warm = str(root / "warm" / "store")
     bulk_store(spark, warm, 10_000, 2)
     full_scan(spark, warm)
     run_quality(spark, str(root / "warm"), [warm])
+    change_one_percent(spark, warm, 10_000, 2, 1)
+    assert _is_incremental(run_quality(spark, str(root / "warm"), [warm]))
+
+
+def change_one_percent(spark: SparkSession, path: str, keys: int, versions: int, round_number: int) -> None:
+    """A new version, after every stored one, for 1% of the keys (one ``put_all`` batch), then ``seal()``."""
+    changed = spark.range(max(1, keys // 100)).select(
+        (F.col("id") * 100 + round_number % 100).alias("k"),
+        F.rand(round_number).alias("v"),
+        F.timestamp_seconds(F.lit((versions + round_number) * STEP_S)).alias("timestamp"),
+        F.lit(0).alias("partition"),
+        F.col("id").alias("offset"),
+    )
+    store = VersionedStore.open(spark, path, writer="bench")
+    store.put_all(changed, batch_id=round_number)
+    store.seal()
+
+
+def _is_incremental(report: QualityReport) -> bool:
+    return report.success and all(v.scope.startswith("incremental since") for v in report.verdicts)
 
 
 def first_read(what: str, path: str, partitions: int) -> Measured:
-    """In this (fresh) process: warm up, then time ``what`` (scan or quality) as the store's first read."""
+    """In this (fresh) process: warm up, then time ``what`` as the store's first read: ``scan``,
+    ``quality`` (a full check, results elsewhere) or ``incremental`` (a check recording its results next
+    to the store, where the last passed check is)."""
     spark = get_spark(settings=_settings(partitions))
     root = Path(tempfile.mkdtemp(prefix="bench_quality_first_"))
     try:
         warm_up(spark, root)
         if what == "scan":
             return measure(spark, "first scan", lambda: full_scan(spark, path))
+        warehouse = str(Path(path).parent) if what == "incremental" else str(root / "q")
         report: list[QualityReport] = []
         measured = measure(
-            spark, "first quality", lambda: report.append(run_quality(spark, str(root / "q"), [path]))
+            spark, f"first {what}", lambda: report.append(run_quality(spark, warehouse, [path]))
         )
         assert report[0].success, report[0].lines()
+        assert what != "incremental" or _is_incremental(report[0]), report[0].lines()
         return measured
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -96,34 +133,80 @@ def run(args: argparse.Namespace) -> list[str]:
             qualities.append(quality.seconds)
             warm_rows += [_row(n, _SCAN, scan), _row(n, _QUALITY, quality)]
         assert all(report.success for report in reports), [report.lines() for report in reports]
+        incremental = _incremental_rounds(spark, path, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     versions = args.keys * args.versions
-    table = ["| round | run | seconds | Spark jobs | load before-after |", "|---|---|---|---|---|"]
     return [
         f"Store: {args.keys:,} keys x {args.versions} versions = {versions:,} versions "
         f"({args.partitions} shuffle partitions).",
         "",
+        *_tables("", (cold_rows, cold_qualities, cold_scans), (warm_rows, qualities, scans)),
+        "",
+        *incremental,
+    ]
+
+
+#: One comparison's table rows, the check's seconds and the scan's seconds.
+_Runs = tuple[list[str], list[float], list[float]]
+
+
+def _tables(label: str, cold: _Runs, warm: _Runs) -> list[str]:
+    """The first-read and the warm table, each with its verdict: ``(rows, check seconds, scan seconds)``."""
+    table = ["| round | run | seconds | Spark jobs | load before-after |", "|---|---|---|---|---|"]
+    return [
         "First reads (each run in a fresh process, after a warm-up on a small store):",
         "",
         *table,
-        *cold_rows,
+        *cold[0],
         "",
-        _verdict("First reads", cold_qualities, cold_scans),
+        _verdict(f"{label}first reads".capitalize(), cold[1], cold[2]),
         "",
         "Warm (one process, the store read once before):",
         "",
         *table,
-        *warm_rows,
+        *warm[0],
         "",
-        _verdict("Warm", qualities, scans),
+        _verdict(f"{label}warm".capitalize(), warm[1], warm[2]),
+    ]
+
+
+def _incremental_rounds(spark: SparkSession, path: str, args: argparse.Namespace) -> list[str]:
+    """The incremental check after a 1% change vs one full scan: first reads, then warm rounds."""
+    cold_rows, cold_scans, cold_checks = [], [], []
+    for n in range(1, args.cold_rounds + 1):
+        change_one_percent(spark, path, args.keys, args.versions, n)
+        scan, check = _in_fresh_process("scan", path, args), _in_fresh_process("incremental", path, args)
+        cold_scans.append(scan.seconds)
+        cold_checks.append(check.seconds)
+        cold_rows += [_row(n, _SCAN, scan), _row(n, _INCREMENTAL, check)]
+    warm_rows, scans, checks, reports = [], [], [], []
+    warehouse = str(Path(path).parent)
+    for n in range(args.cold_rounds + 1, args.cold_rounds + args.rounds + 1):
+        change_one_percent(spark, path, args.keys, args.versions, n)
+        scan = measure(spark, f"scan {n}", lambda: full_scan(spark, path))
+        check = measure(
+            spark, f"incremental {n}", lambda: reports.append(run_quality(spark, warehouse, [path]))
+        )
+        scans.append(scan.seconds)
+        checks.append(check.seconds)
+        warm_rows += [_row(n, _SCAN, scan), _row(n, _INCREMENTAL, check)]
+    assert all(_is_incremental(report) for report in reports), [report.lines() for report in reports]
+    changed = max(1, args.keys // 100)
+    return [
+        f"Incremental check after a passed one: before each round, untimed, a `put_all` of a new version for "
+        f"{changed:,} keys (1%) and `seal()`; the check's verdict: `{reports[-1].verdicts[0].scope}`.",
+        "",
+        *_tables("Incremental, ", (cold_rows, cold_checks, cold_scans), (warm_rows, checks, scans)),
     ]
 
 
 def _in_fresh_process(what: str, path: str, args: argparse.Namespace) -> Measured:
     command = [sys.executable, __file__, "--first-read", what, "--path", path]
     command += ["--partitions", str(args.partitions)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n" + done.stderr[-4000:])
     return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -139,8 +222,9 @@ def _settings(partitions: int) -> Settings:
     return load_settings(overrides={"shuffle_partitions": partitions, "log_level": "ERROR"})
 
 
-_SCAN = "one full scan (all columns, noop sink)"
+_SCAN = "one full scan (all columns, sum of a row hash)"
 _QUALITY = "`run_quality` on the store (7 expectations)"
+_INCREMENTAL = "`run_quality`, incremental since the last passed check"
 
 
 def _row(round_number: int, run: str, measured: Measured) -> str:
@@ -155,7 +239,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cold-rounds", type=int, default=2)
     parser.add_argument("--out", default="RESULTS_quality.md")
-    parser.add_argument("--first-read", choices=("scan", "quality"), help=argparse.SUPPRESS)
+    parser.add_argument("--first-read", choices=("scan", "quality", "incremental"), help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.first_read:  # a fresh process of run(): one first read, printed as JSON

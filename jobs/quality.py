@@ -3,7 +3,8 @@
 ``spark-submit jobs/quality.py --warehouse PATH [TABLE ...]``: runs the Great Expectations suite of each
 lakehouse state table (every one under the warehouse when none is named), appends the results to
 ``<warehouse>/quality/results``, builds Data Docs under ``<warehouse>/quality/docs`` and prints one verdict
-per table. Exit code 0 when every expectation passed, 1 when one failed, 2 with one line on stderr on error.
+per table (a versioned store is checked incrementally after a passed check; ``--full`` checks every table
+whole). Exit code 0 when every expectation passed, 1 when one failed, 2 with one line on stderr on error.
 """
 
 from __future__ import annotations
@@ -24,10 +25,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warehouse", required=True, help="root of the lakehouse tables")
     parser.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
     parser.add_argument("--docs", help="local Data Docs folder (default: <warehouse>/quality/docs)")
+    parser.add_argument(
+        "--full", action="store_true", help="check whole tables (default: incremental after a passed check)"
+    )
     args = parser.parse_args(argv)
     try:
         report = run_quality(
-            get_spark(), args.warehouse, args.tables or None, results_path=args.results, docs_dir=args.docs
+            get_spark(),
+            args.warehouse,
+            args.tables or None,
+            results_path=args.results,
+            docs_dir=args.docs,
+            full=args.full,
         )
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)

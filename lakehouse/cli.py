@@ -56,7 +56,12 @@ def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_quality(args: argparse.Namespace, settings: Settings) -> int:
     spark = get_spark(dict(args.conf), settings)
     report = run_quality(
-        spark, warehouse_uri(settings), args.tables or None, results_path=args.results, docs_dir=args.docs
+        spark,
+        warehouse_uri(settings),
+        args.tables or None,
+        results_path=args.results,
+        docs_dir=args.docs,
+        full=args.full,
     )
     for line in report.lines():
         print(line)
@@ -79,6 +84,11 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     quality.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
     quality.add_argument("--docs", help="Data Docs folder, local (default: <warehouse>/quality/docs)")
+    quality.add_argument(
+        "--full",
+        action="store_true",
+        help="check whole tables (default: a versioned store is checked incrementally after a passed check)",
+    )
     quality.set_defaults(run=_cmd_quality)
 
 

@@ -65,12 +65,19 @@ class QualityContext:
         # persist=False: the caller persists the violations frame and releases it after the run.
         self.source = self.context.data_sources.add_spark(name="lakehouse", persist=False)
 
-    def validate(self, suite_name: str, rules: tuple[Rule, ...], violations: DataFrame) -> list[RuleResult]:
-        """Run the suite of ``rules`` on ``violations``; the result is kept for :meth:`build_docs`."""
+    def validate(
+        self, suite_name: str, rules: tuple[Rule, ...], violations: DataFrame, scope: str
+    ) -> list[RuleResult]:
+        """Run the suite of ``rules`` on ``violations``; the result is kept for :meth:`build_docs`.
+
+        ``scope`` (what the violations cover, e.g. ``full``) becomes the suite's notes in Data Docs.
+        """
         asset = self.source.add_dataframe_asset(name=suite_name)
         batch = asset.add_batch_definition_whole_dataframe("whole table")
         gx = self._gx
-        suite = self.context.suites.add(gx.ExpectationSuite(name=suite_name))
+        suite = self.context.suites.add(
+            gx.ExpectationSuite(name=suite_name, notes=f"Checked: {scope}.")
+        )
         for rule in rules:
             suite.add_expectation(
                 gx.expectations.UnexpectedRowsExpectation(

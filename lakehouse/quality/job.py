@@ -4,7 +4,8 @@
 read at its current version (recorded with the results), reduced to its rule-breaking rows (one Spark pass;
 a versioned store's is a per-key aggregate, then a window over the keys it cannot certify), and validated
 by Great Expectations; nothing of the table is collected to the driver (at most 200
-offending rows per rule, of which 5 keys are kept).
+offending rows per rule, of which 5 keys are kept). A versioned store with a passed check in the results
+table is checked incrementally: the keys changed since (:mod:`lakehouse.quality._incremental`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
 from lakehouse.quality._gx import QualityContext, RuleResult
+from lakehouse.quality._incremental import created_ms
 from lakehouse.quality.discover import lakehouse_tables
-from lakehouse.quality.results import append_results
+from lakehouse.quality.results import PassedCheck, append_results, last_passes
 from lakehouse.quality.suites import CHECKED_KINDS, check_table, table_kind
 
 QUALITY_DIR = "quality"
@@ -42,6 +44,8 @@ class TableVerdict:
     version: int
     suite: str
     results: tuple[RuleResult, ...]
+    #: What was checked: ``full``, ``full: <why not incremental>`` or ``incremental since version N: K keys``.
+    scope: str = "full"
 
     @property
     def success(self) -> bool:
@@ -49,7 +53,8 @@ class TableVerdict:
 
     def line(self) -> str:
         """The one-line verdict: PASS/FAIL, the suite, the version, and each failed rule with sample keys."""
-        head = f"[quality] {'PASS' if self.success else 'FAIL'} {self.suite} (version {self.version})"
+        verdict = "PASS" if self.success else "FAIL"
+        head = f"[quality] {verdict} {self.suite} (version {self.version}, {self.scope})"
         failed = [r for r in self.results if not r.success]
         if not failed:
             return f"{head}: {len(self.results)} expectations met"
@@ -84,8 +89,14 @@ def run_quality(
     *,
     results_path: str | None = None,
     docs_dir: str | None = None,
+    full: bool = False,
 ) -> QualityReport:
     """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite).
+
+    A versioned store whose newest recorded check in the results table passed every expectation is
+    checked incrementally: only the keys changed since that check's version are read through the rules
+    (:func:`lakehouse.quality.suites.check_table`; the verdict's ``scope`` says so). ``full``: check
+    every table whole, as the first check of a table is.
 
     Relative paths resolve against the working directory (:func:`lakehouse.paths.resolve_path`); a
     relative table that is not a Delta table there is looked up under ``warehouse``. Appends one row
@@ -100,26 +111,40 @@ def run_quality(
     results_path = resolve_path(results_path or f"{quality_root}/results")
     docs = QualityContext(_local_folder(docs_dir or f"{quality_root}/docs"))
     paths = [_resolve(spark, warehouse, t) for t in tables] if tables else _discovered(spark, warehouse)
+    passes = {} if full else last_passes(spark, results_path, paths)
     run_time = datetime.now(UTC)
-    verdicts = tuple(_check(spark, docs, warehouse, path) for path in paths)
+    verdicts = tuple(_check(spark, docs, warehouse, path, passes.get(path)) for path in paths)
     append_results(spark, results_path, run_time, verdicts)
     return QualityReport(verdicts, results_path, docs.build_docs())
 
 
-def _check(spark: SparkSession, docs: QualityContext, warehouse: str, path: str) -> TableVerdict:
+def _check(
+    spark: SparkSession, docs: QualityContext, warehouse: str, path: str, passed: PassedCheck | None
+) -> TableVerdict:
     version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
     with delta_ops.session_confs(spark, _IGNORE_MISSING_FILES):
-        check = check_table(spark, path, version)
+        check = check_table(spark, path, version, _since(spark, path, version, passed))
         suite = _suite_name(check.kind, warehouse, path)
         if check.violations.isLocal():  # held by the driver (no violation found): nothing to cache
-            results = docs.validate(suite, check.rules, check.violations)
+            results = docs.validate(suite, check.rules, check.violations, check.scope)
         else:
             violations = check.violations.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                results = docs.validate(suite, check.rules, violations)
+                results = docs.validate(suite, check.rules, violations, check.scope)
             finally:
                 violations.unpersist()
-    return TableVerdict(path, check.kind, version, suite, tuple(results))
+    return TableVerdict(path, check.kind, version, suite, tuple(results), check.scope)
+
+
+def _since(spark: SparkSession, path: str, version: int, passed: PassedCheck | None) -> int | None:
+    """The version an incremental check of ``path`` at ``version`` may start from: that of its newest
+    passed check, unless the table is older than it in versions or newer in creation (created again)."""
+    if passed is None or passed.version > version:
+        return None
+    created = created_ms(spark, path)
+    if created is not None and created > passed.run_time.timestamp() * 1000:
+        return None
+    return passed.version
 
 
 def _discovered(spark: SparkSession, warehouse: str) -> list[str]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import CommitLog
@@ -46,3 +49,34 @@ def append_results(
     options = CommitLog(spark, path, APP_ID).writer_options(None, {}, run_id=run_id, tables=len(verdicts))
     frame = spark.createDataFrame(rows, schema).coalesce(1)
     frame.write.format("delta").mode("append").options(**options).save(path)
+
+
+@dataclass(frozen=True)
+class PassedCheck:
+    """The newest check of a table in which every expectation passed: the version it read, when it ran."""
+
+    version: int
+    run_time: datetime
+
+
+def last_passes(spark: SparkSession, path: str, tables: Sequence[str]) -> dict[str, PassedCheck]:
+    """The newest passed check of each of ``tables`` recorded in the results table at ``path`` (none
+    for a table without one, or when the results table does not exist yet): one small Spark job."""
+    if not tables or not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    checks = (
+        spark.read.format("delta")
+        .load(path)
+        .where(F.col("table_path").isin(list(tables)))
+        .groupBy("table_path", "run_id", "table_version", "run_time")
+        .agg(F.min(F.col("success").cast("int")).alias("passed"))
+    )
+    newest = (
+        checks.where(F.col("passed") == 1)
+        .groupBy("table_path")
+        .agg(F.max(F.struct("table_version", "run_time")).alias("newest"))
+    )
+    return {
+        row["table_path"]: PassedCheck(int(row["newest"]["table_version"]), row["newest"]["run_time"])
+        for row in newest.collect()
+    }

@@ -39,6 +39,9 @@ class TableCheck:
     kind: str
     rules: tuple[Rule, ...]
     violations: DataFrame
+    #: What the violations cover: ``full`` (why, when an incremental check was asked for and could not
+    #: be made), or ``incremental since version N: K keys``.
+    scope: str = "full"
 
 
 def key_text(columns: Sequence[str]) -> Column:

@@ -13,7 +13,9 @@ from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.dedup.settings import DedupSettings
 from lakehouse.errors import InvalidInputError
 from lakehouse.quality import assignment, dedup, enriched, versioned
-from lakehouse.quality.rules import TableCheck
+from lakehouse.quality._incremental import changed_keys
+from lakehouse.quality.rules import TableCheck, no_violations
+from lakehouse.quality.versioned import versioned_violations
 from lakehouse.versioned.settings import StoreSettings
 from lakehouse.versioned.store import APP_ID as VERSIONED_APP_ID
 from lakehouse.versioned.store import VersionedStore
@@ -29,8 +31,13 @@ def table_kind(spark: SparkSession, path: str) -> str | None:
     return delta_ops.table_properties(spark, path).get(KIND_PROPERTY)
 
 
-def check_table(spark: SparkSession, path: str, version: int) -> TableCheck:
+def check_table(spark: SparkSession, path: str, version: int, since: int | None = None) -> TableCheck:
     """The rules of the table at ``path`` and its violations as of ``version`` (lazy).
+
+    ``since``: the version of an earlier check of this table in which every expectation passed. A
+    versioned store is then checked incrementally: only the keys changed since
+    (:mod:`lakehouse.quality._incremental`), with the whole table's violations as the result; when that
+    cannot be done, or for other kinds, the whole table is checked (the check's ``scope`` says which).
 
     Raises:
         InvalidInputError: the table's kind has no suite.
@@ -39,7 +46,7 @@ def check_table(spark: SparkSession, path: str, version: int) -> TableCheck:
     kind = properties.get(KIND_PROPERTY)
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     if kind == versioned.KIND:
-        return _versioned(spark, path, version, table, properties)
+        return _versioned(spark, path, version, table, properties, since)
     if kind == dedup.KIND:
         return _dedup(spark, path, version, table, properties)
     if kind == assignment.KIND:
@@ -52,18 +59,28 @@ def check_table(spark: SparkSession, path: str, version: int) -> TableCheck:
 
 
 def _versioned(
-    spark: SparkSession, path: str, version: int, table: DataFrame, properties: dict[str, str]
+    spark: SparkSession,
+    path: str,
+    version: int,
+    table: DataFrame,
+    properties: dict[str, str],
+    since: int | None,
 ) -> TableCheck:
     settings = StoreSettings.from_properties(path, properties)
     bound = _int_or_none(delta_ops.last_drop_bound(spark, path, VERSIONED_APP_ID, version))
     store = VersionedStore(spark, path, settings, table.schema)
     horizon_us = store.horizon_us_at(version)
     table = store.versions(version)  # the versions, pending ones resolved, as every read sees them
-    return TableCheck(
-        versioned.KIND,
-        versioned.versioned_rules(bound),
-        versioned.versioned_violations(table, settings, bound, horizon_us),
-    )
+    kind, rules = versioned.KIND, versioned.versioned_rules(bound)
+    changes = None if since is None else changed_keys(spark, path, list(settings.keys), since, version, bound)
+    if changes is None or changes.full_because is not None:
+        scope = "full" if changes is None else f"full: {changes.full_because}"
+        return TableCheck(kind, rules, versioned_violations(table, settings, bound, horizon_us), scope)
+    scope = f"incremental since version {since}: {changes.count:,} keys"
+    if changes.keys is None or changes.count == 0:
+        return TableCheck(kind, rules, no_violations(spark), scope)
+    changed = versioned.rows_of_keys(table, changes.keys, list(settings.keys), changes.count)
+    return TableCheck(kind, rules, versioned_violations(changed, settings, bound, horizon_us), scope)
 
 
 def _dedup(

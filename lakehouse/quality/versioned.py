@@ -42,7 +42,7 @@ TOUCH = Rule(
 )
 ONE_OPEN = Rule("one_open_version", "exactly one open version (valid_to IS NULL) per key")
 SEGMENT = Rule("segment_of_valid_to", "segment = floor(valid_to / segment_interval), NULL when open")
-#: Up to this many uncertified keys are broadcast to the window pass's join, more are shuffled.
+#: Up to this many keys are broadcast to a join picking their rows, more are shuffled.
 _BROADCAST_KEYS = 100_000
 
 
@@ -75,12 +75,18 @@ def versioned_violations(
     count = suspects.count()
     if count == 0:
         return no_violations(table.sparkSession)
-    suspects = suspects.localCheckpoint().toDF(*[f"_suspect_{i}" for i in range(len(keys))])
-    if count <= _BROADCAST_KEYS:
-        suspects = F.broadcast(suspects)
-    same_key = [table[key].eqNullSafe(suspects[f"_suspect_{i}"]) for i, key in enumerate(keys)]
-    suspect_rows = table.join(suspects, reduce(operator.and_, same_key), "left_semi")
+    suspect_rows = rows_of_keys(table, suspects.localCheckpoint(), keys, count)
     return _window_violations(suspect_rows, settings, expired_below, horizon_us)
+
+
+def rows_of_keys(table: DataFrame, found: DataFrame, keys: list[str], count: int) -> DataFrame:
+    """The rows of ``table`` whose key is one of the ``count`` distinct keys of ``found`` (its columns
+    ``keys``; a NULL key matches a NULL key), by a left-semi join: ``found`` is broadcast when small."""
+    found = found.select(*keys).toDF(*[f"_found_{i}" for i in range(len(keys))])
+    if count <= _BROADCAST_KEYS:
+        found = F.broadcast(found)
+    same_key = [table[key].eqNullSafe(found[f"_found_{i}"]) for i, key in enumerate(keys)]
+    return table.join(found, reduce(operator.and_, same_key), "left_semi")
 
 
 def _row_flags(settings: StoreSettings, expired_below: int | None) -> dict[str, Column]:

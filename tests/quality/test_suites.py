@@ -73,7 +73,36 @@ def test_a_second_open_version_fails(broken: tuple[dict[str, str], QualityReport
 
 
 def test_a_dropped_segment_file_fails(broken: tuple[dict[str, str], QualityReport]) -> None:
-    assert failed(verdict(broken[1], "rates_dropped_file")) == {"versions_touch": ("EUR",)}
+    found = verdict(broken[1], "rates_dropped_file")
+    assert failed(found) == {"versions_touch": ("EUR",)}
+    # no commit shows a file lost behind Delta's back: the storage listing does; the whole store is checked
+    assert found.scope.startswith("full: 1 data file(s) missing from storage")
+
+
+def test_the_first_check_of_a_table_is_full(broken: tuple[dict[str, str], QualityReport]) -> None:
+    lines = broken[0]["first_run"].splitlines()
+    assert len(lines) == 7 and all(line.startswith("[quality] PASS") for line in lines), lines
+    assert all(", full)" in line for line in lines if "versioned_store" in line)
+
+
+def test_stores_changed_through_delta_are_checked_incrementally(
+    broken: tuple[dict[str, str], QualityReport],
+) -> None:
+    _, report = broken
+    # the copies were checked at version 5 (create, two batches each sealed, expire), all passing
+    for suffix in ("rates_overlap", "rates_second_open"):
+        assert verdict(report, suffix).scope == "incremental since version 5: 1 keys"
+    untouched = verdict(report, "rates_untouched")
+    assert untouched.success and untouched.scope == "incremental since version 5: 0 keys"
+    assert "(version 5, incremental since version 5: 0 keys): 7 expectations met" in untouched.line()
+
+
+def test_a_store_whose_change_data_is_lost_is_checked_whole(
+    broken: tuple[dict[str, str], QualityReport],
+) -> None:
+    found = verdict(broken[1], "rates_no_change_data")
+    assert found.success
+    assert found.scope.startswith("full: the change data of versions 6-6 is unreadable"), found.scope
 
 
 def test_a_duplicated_active_fails(broken: tuple[dict[str, str], QualityReport]) -> None:
@@ -89,16 +118,19 @@ def test_results_table_has_one_row_per_expectation_per_run(
     spark: SparkSession, broken: tuple[dict[str, str], QualityReport]
 ) -> None:
     _, report = broken
-    rows = spark.read.format("delta").load(report.results_path)
+    results = spark.read.format("delta").load(report.results_path)
+    # the fixture's two runs (the clean copies, then the corrupted ones), then any run of the CLI test
+    first, second = sorted(row["run_id"] for row in results.select("run_id").distinct().collect())[:2]
+    rows = results.where(F.col("run_id") == second)
     expected = sum(len(v.results) for v in report.verdicts)
     assert rows.count() == expected
+    assert results.where(F.col("run_id") == first).count() == expected  # the same tables, all passing
     overlap = rows.where(F.col("suite").endswith("rates_overlap") & (F.col("expectation") == "no_overlap"))
     (row,) = overlap.collect()
     assert (row["success"], row["unexpected_count"], row["sample_keys"]) == (False, 2, ["EUR"])
     overlap_verdict = verdict(report, "rates_overlap")
     # create, two put_all batches each sealed, expire, then the append behind the store's back
     assert row["table_version"] == overlap_verdict.version == 6
-    assert rows.select("run_id").distinct().count() == 1
 
 
 def test_a_run_with_failures_exits_non_zero_from_the_cli(
@@ -111,7 +143,7 @@ def test_a_run_with_failures_exits_non_zero_from_the_cli(
     clean_table = next(v.path for v in report.verdicts if v.suite.endswith("subscriptions"))
     warehouse = str(Path(table).parent)
     assert main(["--set", f"warehouse={warehouse}", "quality", clean_table]) == 0
-    assert main(["--set", f"warehouse={warehouse}", "quality", "rates_overlap"]) == 1
+    assert main(["--set", f"warehouse={warehouse}", "quality", "--full", "rates_overlap"]) == 1
     out = capsys.readouterr().out
-    assert "[quality] FAIL versioned_store.rates_overlap" in out
+    assert "[quality] FAIL versioned_store.rates_overlap (version 6, full)" in out
     assert "[quality] Data Docs: " in out
