@@ -7,12 +7,21 @@ import time
 from pathlib import Path
 
 import pytest
+from delta.exceptions import ConcurrentTransactionException
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata, recorded_txn
+from lakehouse.commit_log import (
+    CommitLog,
+    _prepared_append,
+    append_to_table,
+    commit_infos,
+    latest_snapshot,
+    parse_metadata,
+    recorded_txn,
+)
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
 from lakehouse.times import micros
@@ -217,3 +226,44 @@ def test_recorded_txn_drops_transactions_the_table_expires_like_delta(
     assert not _crc_listed(snapshot)  # Delta keeps expiring transactions out of the checksum
     assert snapshot.transactions().get(log.txn_app_id).isEmpty()  # Delta expired it: a replay would write
     assert recorded_txn(spark, snapshot, log.txn_app_id) is None
+
+
+def _last_commit(spark: SparkSession, path: str) -> tuple[object, ...]:
+    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
+    assert row is not None
+    metrics = row["operationMetrics"]
+    return (row["operation"], row["operationParameters"], row["userMetadata"], metrics["numOutputRows"])
+
+
+def test_append_to_table_commits_what_deltas_writer_commits_and_skips_a_recorded_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    writer, ours = str(tmp_path / "writer"), str(tmp_path / "ours")
+    for path in (writer, ours):
+        ensure_table(spark, path, SCHEMA)
+    log = CommitLog(spark, ours, APP)
+    batch = spark.createDataFrame([(1, 0), (2, 1)], SCHEMA)
+    options = CommitLog(spark, writer, APP).writer_options(4, {"t": 1})
+    batch.write.format("delta").mode("append").options(**options).save(writer)
+    append_to_table(batch.select("part", "id"), ours, log.writer_options(4, {"t": 1}))
+    assert _last_commit(spark, ours) == _last_commit(spark, writer)
+    assert log.read().last_batch_id == 4
+    append_to_table(batch, ours, log.writer_options(4, {"t": 1}))  # a replay: nothing is written
+    assert _rows(spark, ours) == [(1, 0), (2, 1)]
+    with pytest.raises(Exception, match="DELTA_FAILED_TO_MERGE_FIELDS"):  # Delta's writer decides
+        append_to_table(batch.withColumn("part", F.col("part").cast("long")), ours, {})
+    assert _rows(spark, ours) == [(1, 0), (2, 1)]
+
+
+def test_append_to_table_fails_when_another_commit_of_its_app_id_landed_first(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    options = CommitLog(spark, table_path, APP).writer_options(1, {})
+    first = _prepared_append(spark.createDataFrame([(1, 0)], SCHEMA), table_path, options)
+    second = _prepared_append(spark.createDataFrame([(2, 0)], SCHEMA), table_path, options)
+    assert first is not None and second is not None  # both planned before either committed
+    first()
+    with pytest.raises(ConcurrentTransactionException):
+        second()
+    assert _rows(spark, table_path) == [(1, 0)]

@@ -51,7 +51,7 @@ from lakehouse.assignment.state import (
 )
 from lakehouse.assignment.validate import validate_assignment
 from lakehouse.catalog import lakehouse_properties
-from lakehouse.commit_log import CommitLog
+from lakehouse.commit_log import CommitLog, append_to_table
 from lakehouse.errors import InvalidInputError
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema
@@ -225,7 +225,7 @@ class AssignmentStore:
         ]
         frame = self.spark.createDataFrame(rows, load_schema(SUBSCRIPTIONS_SCHEMA)).coalesce(1)
         options = log.writer_options(generation, {}, clients=len(rows))
-        frame.write.format("delta").mode("append").options(**options).save(self.subscriptions_path)
+        append_to_table(frame, self.subscriptions_path, options)
         return True
 
     def write_assignment(
@@ -281,7 +281,7 @@ class AssignmentStore:
             warmups=sum(len(held.warmup) for held in result.clients.values()),
             probing_rebalance_needed=result.probing_rebalance_needed,
         )
-        frame.write.format("delta").mode("append").options(**options).save(self.assignment_path)
+        append_to_table(frame, self.assignment_path, options)
         return True
 
     # ------------------------------------------------------------------ reads

@@ -72,6 +72,7 @@ from lakehouse.commit_log import (
     CONFLICTS,
     INPUT_FINGERPRINT,
     CommitLog,
+    append_to_table,
     hashable_columns,
     input_fingerprint,
     require_writer_name,
@@ -450,7 +451,7 @@ class Deduplicator:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
         options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
         with self._log.committing(read_version, step):
-            entries.write.format("delta").mode("append").options(**options).save(self.path)
+            append_to_table(entries, self.path, options)
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [

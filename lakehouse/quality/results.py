@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
-from lakehouse.commit_log import CommitLog
+from lakehouse.commit_log import CommitLog, append_to_table
 from lakehouse.schemas import load_schema
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def append_results(
     ]
     options = CommitLog(spark, path, APP_ID).writer_options(None, {}, run_id=run_id, tables=len(verdicts))
     frame = spark.createDataFrame(rows, schema).coalesce(1)
-    frame.write.format("delta").mode("append").options(**options).save(path)
+    append_to_table(frame, path, options)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata, recorded_txn
+from lakehouse.commit_log import (
+    CommitLog,
+    append_to_table,
+    commit_infos,
+    latest_snapshot,
+    parse_metadata,
+    recorded_txn,
+)
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _history
@@ -453,9 +460,7 @@ class Replica:
         recorded already).
         """
         with self._no_missing_files():
-            rows.write.format("delta").mode("append").options(**delta_ops.commit_options(*commit)).save(
-                self.path
-            )
+            append_to_table(rows, self.path, delta_ops.commit_options(*commit))
         newest = commit_infos(self.spark, self.path, 1)[0]
         mine = (parse_metadata(newest.get("userMetadata")) or {}).get("replica") == {
             "source_version": last,
@@ -502,9 +507,7 @@ class Replica:
         found = self.checkpoint()
         if found is None or found < version:
             empty = self.spark.createDataFrame([], self.table().schema)
-            empty.write.format("delta").mode("append").options(**delta_ops.commit_options(*commit)).save(
-                self.path
-            )
+            append_to_table(empty, self.path, delta_ops.commit_options(*commit))
 
     def _add_new_columns(self, schema: T.StructType) -> None:
         """Add columns the source gained (a dedup index's id columns) to the replica (a schema commit)."""

@@ -47,7 +47,14 @@ from pyspark.sql import types as T
 
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
-from lakehouse.commit_log import INPUT_FINGERPRINT, CommitLog, Recorded, commit_metrics, require_writer_name
+from lakehouse.commit_log import (
+    INPUT_FINGERPRINT,
+    CommitLog,
+    Recorded,
+    append_to_table,
+    commit_metrics,
+    require_writer_name,
+)
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import ORDER_COL, require_order_columns
 from lakehouse.paths import resolve_path
@@ -430,7 +437,7 @@ class VersionedStore:
         options = self._log.writer_options(batch_id, state, read_version=read_version, **counts)
         empty = self.spark.createDataFrame([], self.schema)
         with self._log.committing(read_version, f"put_all batch {batch_id}"):
-            empty.write.format("delta").mode("append").options(**options).save(self.path)
+            append_to_table(empty, self.path, options)
 
     def _write_pending(
         self,
@@ -475,7 +482,7 @@ class VersionedStore:
             rows = resolved.where(~expired).select(*self.schema.fieldNames())
             options = self._log.writer_options(batch_id, state, read_version=recorded.version, **extra)
             with self._log.committing(recorded.version, step):
-                rows.write.format("delta").mode("append").options(**options).save(self.path)
+                append_to_table(rows, self.path, options)
             metrics = commit_metrics(self.spark, self.path, recorded.version + 1)
             return int(metrics.get("numOutputRows", 0))
         condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
