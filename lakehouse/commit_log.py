@@ -349,18 +349,16 @@ class CommitLog:
         frame: DataFrame,
         batch_id: int | None,
         state: Mapping[str, Any],
-        *,
-        options: Mapping[str, str] | None = None,
         **extra: Any,
     ) -> None:
-        """Append ``frame`` as this writer's batch ``batch_id`` (:meth:`writer_options`, plus the writer
-        ``options``), creating the table if it does not exist. Writers that create the table at the same
-        moment race for its first commit; the loser's append is retried once (it is idempotent: Delta skips
-        it if the batch is there)."""
-        every = {**self.writer_options(batch_id, state, **extra), **(options or {})}
+        """Append ``frame`` as this writer's batch ``batch_id`` (:meth:`writer_options`, with
+        :func:`append_to_table`), creating the table if it does not exist. Writers that create the table at
+        the same moment race for its first commit; the loser's append is retried once (it is idempotent:
+        Delta skips it if the batch is there)."""
+        options = self.writer_options(batch_id, state, **extra)
         for attempt in range(2):
             try:
-                append_to_table(frame, self.path, every)
+                append_to_table(frame, self.path, options)
                 return
             except ProtocolChangedException:
                 if attempt:
