@@ -9,7 +9,7 @@ rule (:mod:`lakehouse.quality._version_chains`); a window over the other keys' v
 - ``no_overlap``: a version ends at or before the next version of its key starts (an open version
   followed by another one overlaps it).
 - ``versions_touch``: consecutive versions touch (``valid_to`` = the next ``valid_from``) wherever a read
-  can see it: a gap that ends at or before ``stream_time - R`` is allowed (a batch does not write the
+  can see it: a gap that ends at or before ``stream_time - R`` is allowed (a seal does not write the
   versions already expired when it commits, and no read looks before that bound).
 - ``one_open_version``: exactly one version per key has ``valid_to`` NULL (flagged once per key).
 - ``segment_of_valid_to``: ``segment = floor(valid_to / segment_interval)`` (NULL for open versions).

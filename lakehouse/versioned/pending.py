@@ -22,7 +22,8 @@ pending rows against the sealed rows of the same keys, in one window per key:
   both (a late pending version inside a sealed one cuts it; a pending version before a sealed one ends
   there), and ``segment`` is recomputed from it. That is what :meth:`VersionedStore.seal` writes, except
   for versions already expired (``valid_to <= stream_time - R``; no read returns them either way): a
-  seal deletes them, while here one whose successor expired unwritten keeps its own ``valid_to``.
+  seal deletes them, resolution keeps them. Pending rows hold every accepted version, expired ones too,
+  so each sealed version is cut by its true successor.
 
 Only sealed rows in the **region** (the latest versions and segments from ``region_from`` on) can be
 affected: every pending row was accepted at ``valid_from >= stream_time - R`` of a moment after the last

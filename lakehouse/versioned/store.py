@@ -10,9 +10,10 @@ Semantics (the contract; bounds matter):
   retention, which is also the grace period) is not put; ``t == ST - R`` is accepted.
 - A read at ``as_of < ST - R`` is *expired*: only the latest version may answer, when it is not a
   tombstone and ``valid_from <= as_of``; a read at exactly ``ST - R`` is not expired.
-- A version already expired when its batch commits (``valid_to <= ST - R``, with the batch's ``ST``) can
-  answer no read, so it is not written (a stored one the batch would change is deleted): the stored
-  history of a key may start later, or have a gap, before ``ST - R`` only.
+- A version already expired (``valid_to <= ST - R``) can answer no read. A batch still writes it into
+  the pending partition (below), where it bounds the version before it; the seal that moves the batch's
+  versions into their segments does not write it (a stored one the seal would change is deleted): the
+  stored history of a key may start later, or have a gap, before ``ST - R`` only.
 - Every write (put, delete, put_all batch) is one atomic Delta commit; a batch given a ``batch_id`` that
   the table has already recorded is a no-op (replay), and a batch id is recorded even when every record
   of the batch is dropped (or there is none). Each writer's last batch id and ``ST`` are recorded by every
@@ -219,10 +220,11 @@ class VersionedStore:
         """Every version of the store as of the table's ``version`` (default: now), tombstones included:
         the store's columns, each version with its ``valid_to`` and ``segment``, pending versions
         resolved against sealed ones (:mod:`lakehouse.versioned.pending`), so the frame is the same before
-        and after :meth:`seal`.
+        and after :meth:`seal` except for versions already expired.
 
-        Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: some are not stored
-        (expired when their batch committed or was sealed), the rest stay until :meth:`expire`.
+        Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: those expired when a
+        seal committed are not stored (pending ones are until the seal), the rest stay until
+        :meth:`expire`.
         """
         if version is None:
             recorded = self._log.read()
@@ -339,9 +341,9 @@ class VersionedStore:
     ) -> PutAllResult:
         """Apply a batch of puts as if one by one in processing order, in one Delta commit.
 
-        Every read after the batch is what one-by-one puts give; versions expired at the batch's commit
-        (``valid_to <= stream_time - R``) are not written, so a batch spanning many segments writes only
-        the live ones and the latest.
+        Every read after the batch is what one-by-one puts give. The batch's versions go to the pending
+        partition, however many segments they span; the seal moving them into their segments writes only
+        those not expired by then (``valid_to > stream_time - R``) and the latest.
 
         Processing order: within a source partition by ``offset``; across partitions the partition whose
         time is smallest goes first, ties to the lower partition (Kafka Streams' task order). A frame
@@ -455,8 +457,9 @@ class VersionedStore:
         pending at most once and pending ``valid_to`` bounds follow the pending versions. With nothing
         pending that is a plain append; else one MERGE confined to the pending partition. Nothing of the
         sealed versions is read or rewritten: the cost follows the batch and the pending rows, not the
-        store. A version already expired when the batch commits (its pending ``valid_to``, an upper bound
-        of the resolved one, at or before ``stream_time - R``) is not written (a pending one is deleted).
+        store. A version already expired when the batch commits is written too: the sealed version before
+        it may end at its ``valid_from`` (a late version inside the sealed history), which only the seal
+        sees, and resolves it then (the seal drops expired versions).
         """
         keys, values = self.settings.keys, self.settings.values
         incoming = _plan.accepted_records(marked, keys, values)
@@ -473,20 +476,20 @@ class VersionedStore:
             existing = existing.where(F.lit(False))
         resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
         resolved = resolved.withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
-        horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
-        expired = F.col(VALID_TO).isNotNull() & (F.unix_micros(VALID_TO) <= F.lit(horizon_us))
         state = {**state, _PENDING_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)) + 1}
         extra = {**counts, LOWEST_SEGMENT: PENDING_SEGMENT}
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
         if not pending_before:
-            rows = resolved.where(~expired).select(*self.schema.fieldNames())
+            rows = resolved.select(*self.schema.fieldNames())
             options = self._log.writer_options(batch_id, state, read_version=recorded.version, **extra)
             with self._log.committing(recorded.version, step):
                 append_to_table(rows, self.path, options)
             metrics = commit_metrics(self.spark, self.path, recorded.version + 1)
             return int(metrics.get("numOutputRows", 0))
         condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
-        return self._merge(resolved, condition, batch_id, recorded.version, state, extra, step)[0]
+        return self._merge(
+            resolved, condition, batch_id, recorded.version, state, extra, step, drop_expired=False
+        )[0]
 
     def seal(self) -> SealResult:
         """Move the pending versions into their validTo segments, in one MERGE commit (none when nothing
@@ -585,22 +588,24 @@ class VersionedStore:
         state: Mapping[str, Any],
         extra: Mapping[str, Any],
         step: str,
+        drop_expired: bool = True,
     ) -> tuple[int, DataFrame]:
         """One MERGE of resolved versions (:func:`_plan.resolve_versions`) into the rows ``condition``
         matches; returns the rows it inserted, updated or deleted, and the checkpointed source.
 
         An incoming version updates the row it matches (every column) or is inserted; a stored version
-        (not incoming) has its ``valid_to`` and ``segment`` updated; a version expired at the commit
-        (``valid_to <= stream_time - R``, the committed stream time) is deleted or not inserted; a source
-        row flagged ``_lh_unpend`` deletes the pending row it matches. The source is checkpointed once, so
-        Delta's passes over it see one result and need not materialize it again; the MERGE runs in a
-        session of its own carrying the commit's txn and metadata (:meth:`CommitLog.session`), and commits
-        only on ``read_version`` (the fence).
+        (not incoming) has its ``valid_to`` and ``segment`` updated; with ``drop_expired``, a version
+        expired at the commit (``valid_to <= stream_time - R``, the committed stream time) is deleted or
+        not inserted; a source row flagged ``_lh_unpend`` deletes the pending row it matches. The source
+        is checkpointed once, so Delta's passes over it see one result and need not materialize it again;
+        the MERGE runs in a session of its own carrying the commit's txn and metadata
+        (:meth:`CommitLog.session`), and commits only on ``read_version`` (the fence).
         """
         keys, values = self.settings.keys, self.settings.values
         checkpointed = source.localCheckpoint(eager=True)
         horizon_us = int(state[_STREAM_TIME]) - self.settings.retention_us
         expired = f"s.{VALID_TO} IS NOT NULL AND unix_micros(s.{VALID_TO}) <= {horizon_us}"
+        expired = expired if drop_expired else "FALSE"
         unpend = f"s.{_UNPEND}" if _UNPEND in checkpointed.columns else "FALSE"
         every_column = {f"`{c}`": f"s.`{c}`" for c in (*keys, *_plan.SYSTEM_COLUMNS, *values)}
         bounds_only = {VALID_TO: f"s.{VALID_TO}", SEGMENT_COL: f"s.{SEGMENT_COL}"}
@@ -693,7 +698,7 @@ class VersionedStore:
         """Stored versions (of ``key``, or all), tombstones included, ordered by key and ``valid_from``.
 
         Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: those expired when
-        their batch committed are not stored, and :meth:`expire` may remove the others.
+        a seal committed are not stored, and :meth:`expire` may remove the others.
         """
         rows = self.table() if key is None else self.table().where(self._key_condition(key))
         return rows.orderBy(*self.settings.keys, VALID_FROM)

@@ -210,9 +210,8 @@ class VersionedSource:
     - ``put_all`` of a new batch: one commit, even when no record is accepted. Its accepted versions go to
       the pending rows: per key, the pending versions and the batch's (the last record per time wins)
       form one chain, each ``valid_to`` the next ``valid_from`` in it. Every accepted version is written
-      (an unchanged one included) and every pending version whose ``valid_to`` changes, except those
-      already expired at its commit (``valid_to <= stream_time - retention``): not written, and removed
-      when pending. Sealed rows are untouched.
+      (an unchanged one included, an expired one too) and every pending version whose ``valid_to``
+      changes. Sealed rows are untouched.
     - ``seal``: one commit when a batch wrote pending rows since the last seal. Per key with pending rows,
       its sealed rows in the region (latest ones, and segments from ``(stream time at the previous seal -
       retention) // interval`` on) and its pending rows form one chain (a pending version replaces a
@@ -267,11 +266,8 @@ class VersionedSource:
                     value = self.pending[(key, t)][1]
                 else:
                     continue
-                if self._expired(valid_to):
-                    self.pending.pop((key, t), None)
-                else:
-                    self.pending[(key, t)] = (valid_to, value)
-                    rewritten.add((key, t, valid_to, value, True))
+                self.pending[(key, t)] = (valid_to, value)
+                rewritten.add((key, t, valid_to, value, True))
         return self.source.commit_diff(self._table(), version_identity, rewritten)
 
     def seal(self) -> int | None:

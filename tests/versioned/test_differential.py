@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -81,6 +81,28 @@ def test_model_history_is_contiguous_and_agrees_with_reads(case: dict) -> None:
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=sequence_strategy)
+@example(  # a version expired at its batch's commit is not written: the sealed one before it must not
+    # be resolved against a later pending version ([0, 35) never existed; the truth is [0, 23))
+    case={
+        "records": [("a", None, t, 0) for t in (0, 23, 18, 0, 0, 34, 0, 20, 22, 16, 35, 22, 26)],
+        "cuts": [1, 8],
+        "seals": [True, False, False],
+        "retention": 0,
+        "interval": 2,
+        "probes": [],
+    }
+)
+@example(  # the same inside the sealed history: a late pending version before [15, 25), which expired at
+    # commit, leaves the sealed [10, NULL) to be cut at 15, not 25
+    case={
+        "records": [("a", "x", t, 0) for t in (0, 10, 3, 15, 25, 45, 50)],
+        "cuts": [2],
+        "seals": [True, False, False],
+        "retention": 20,
+        "interval": 7,
+        "probes": [("a", 12), ("a", 30)],
+    }
+)
 def test_put_all_matches_model_for_random_sequences(
     spark: SparkSession, tmp_path_factory, case: dict
 ) -> None:

@@ -1,6 +1,6 @@
-"""A batch spanning many segments writes only what a read can see: versions already expired when it (or
-the seal moving them into their segments) commits are not written (stored ones are deleted), so it adds
-files to about R / interval + 2 partitions."""
+"""A batch spanning many segments adds files to its pending partition only, and the seal moving its
+versions into their segments writes only what a read can see: versions already expired when it commits
+are not written (stored ones are deleted), so it adds files to about R / interval + 2 partitions."""
 
 from __future__ import annotations
 
@@ -43,18 +43,25 @@ def test_a_batch_over_many_segments_writes_bounded_files_and_reads_like_the_mode
     merge = DeltaTable.forPath(spark, table_path).history(1).first()
     assert merge is not None and merge["operation"] == "MERGE"
     metrics = merge["operationMetrics"]
-    # The batch's versions reach back to its first record, 300 segments before its stream time; only the
-    # segments from floor((stream time - R) / interval) on and the latest segment are written.
-    assert int(metrics["numTargetFilesAdded"]) <= RETENTION_MS // INTERVAL_MS + 2
-    # The first batch's versions of every key are now expired: each is deleted, none left stale.
-    assert int(metrics["numTargetRowsDeleted"]) >= len(KEYS)
+    # The batch's versions reach back to its first record, 300 segments before its stream time; they are
+    # all pending (one partition), expired ones too: they bound the versions before them until the seal.
+    assert int(metrics["numTargetFilesAdded"]) <= 2
+    assert int(metrics["numTargetRowsDeleted"]) == 0
 
     for sealed in (False, True):  # the pending versions, then the same after a seal moved them
         if sealed:
             store.seal()
             seal = DeltaTable.forPath(spark, table_path).history(1).first()
             assert seal is not None and seal["operation"] == "MERGE"
+            # Only the segments from floor((stream time - R) / interval) on and the latest one are written.
             assert int(seal["operationMetrics"]["numTargetFilesAdded"]) <= RETENTION_MS // INTERVAL_MS + 2
+            # The first batch's versions of every key are expired now: the seal deleted each, and wrote no
+            # expired version of the long batch.
+            physical = spark.read.format("delta").load(table_path)
+            horizon_ms = model.stream_time - RETENTION_MS
+            stale = physical.where(F.col("valid_to").isNotNull() & (F.unix_millis("valid_to") <= horizon_ms))
+            assert stale.count() == 0
+            assert physical.count() == len(model.readable_history())
         assert ms_of(store.stream_time) == model.stream_time
         assert_matches_model(store, model)
         horizon = model.stream_time - RETENTION_MS
