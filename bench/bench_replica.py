@@ -1,22 +1,25 @@
 """Replica benchmark: catch-up cost grows with the changes, not the table (issue 13).
 
 Two versioned stores with the same keys: a small one (``--keys`` keys, one version each) and a large one
-(the same keys, ``--versions`` versions each). Two change sets of the same size go into both, and a
-caught-up whole-table replica of each syncs each of them (timed):
+(the same keys, ``--versions`` versions each). Two change sets of the same size go into both, and two
+caught-up replicas of each sync each of them (timed): a whole-table replica (``shard=None``: copies of
+the source's files, a sync replays the range's file actions) and a replica of ``Shard(0, 1)`` (the same
+rows, applied row by row from the Change Data Feed, as every shard's replica is):
 
 - **MERGE-shaped**: a new version for ``--changed`` keys, put with ``put_all`` and sealed by ``seal()``. A new
   version of a key is two change rows (the old latest version gets its ``valid_to``, the new one is
-  inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. The replica MERGEs them.
+  inserted), so ``--changed 50000`` changes 100,000 rows: 1% of a 10M-row store. The row-level replica
+  MERGEs them; the file-level one copies the seal's new files and deletion vectors.
 - **Insert-only** (the store's append write path, where a batch's new versions are appended to a pending
   partition and a later compaction seals them): ``2 * --changed`` new versions appended in one plain Delta
   append with the store's commit metadata, into the store's pending partition (what ``put_all`` writes
   when nothing is pending, without its batch plan). The replica sees from the commit infos that the range
   only inserted rows and appends them.
 
-Finally the large store's table is restored from nothing into a fresh replica (timed) and compared with
-both incremental syncs. A tiny store is synced both ways first (untimed), so no timed sync pays the JVM's
-first use of either path. Each timed call runs in its own Spark job group: the results give its job count
-and the replica commit's ``operationMetrics``.
+Finally the large store's table is restored from nothing into a fresh replica of each kind (timed) and
+compared with that kind's incremental syncs. A tiny store is synced every way first (untimed), so no
+timed sync pays the JVM's first use of a path. Each timed call runs in its own Spark job group: the
+results give its job count and the replica commit's ``operationMetrics``.
 
 Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000
 --versions 10 --changed 50000]``; writes ``bench/RESULTS_replica.md``.
@@ -38,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.config import load_settings
-from lakehouse.replica import Replica
+from lakehouse.replica import Replica, Shard
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
@@ -48,6 +51,8 @@ SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.Do
 STEP_S = 1800
 RETENTION = timedelta(days=365)
 INTERVAL = timedelta(hours=6)
+#: The replica kinds compared: (label, shard).
+KINDS = (("whole table, file copies", None), ("Shard(0, 1), rows", Shard(0, 1)))
 STORE_META = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": %d, "stream_time_us": %d}}'
 
 
@@ -133,13 +138,18 @@ def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
 def warm_up(spark: SparkSession, root: Path) -> None:
     """A restore, a MERGE sync and an append sync of a tiny store, so timed calls pay no first-use costs."""
     store = bulk_store(spark, str(root / "warm_src"), 1000, 2)
-    replica = Replica.create(spark, store.path, str(root / "warm_replica"))
-    replica.sync()
+    replicas = [
+        Replica.create(spark, store.path, str(root / f"warm_{i}"), s) for i, (_, s) in enumerate(KINDS)
+    ]
+    for replica in replicas:
+        replica.sync()
     store.put_all(change_set(spark, 100, 2 * STEP_S), batch_id=1, sequence_by="seq")
     store.seal()
-    replica.sync()
+    for replica in replicas:
+        replica.sync()
     append_versions(spark, store.path, 200, 3 * STEP_S, 2)
-    replica.sync()
+    for replica in replicas:
+        replica.sync()
 
 
 def main() -> None:
@@ -153,32 +163,44 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench_replica_"))
     try:
         warm_up(spark, root)
-        results = {}
+        results: dict[tuple[str, int], tuple] = {}
         for name, versions in (("small", 1), ("large", args.versions)):
             store = bulk_store(spark, str(root / f"{name}_src"), args.keys, versions)
-            replica = Replica.create(spark, store.path, str(root / f"{name}_replica"))
-            restore_s, _, _ = timed(spark, f"restore_{name}", replica.sync)
+            replicas = [
+                Replica.create(spark, store.path, str(root / f"{name}_replica_{i}"), shard)
+                for i, (_, shard) in enumerate(KINDS)
+            ]
+            restores = [timed(spark, f"restore_{name}_{i}", r.sync)[0] for i, r in enumerate(replicas)]
             store.put_all(
                 change_set(spark, args.changed, args.versions * STEP_S), batch_id=1, sequence_by="seq"
             )
             store.seal()  # the pending versions into their segments: the MERGE a sync must mirror
-            merge = timed(spark, f"merge_{name}", replica.sync)
-            merge_commit = last_commit(spark, replica.path)
+            merges = [timed(spark, f"merge_{name}_{i}", r.sync) for i, r in enumerate(replicas)]
+            merge_commits = [last_commit(spark, r.path) for r in replicas]
             append_versions(spark, store.path, 2 * args.changed, (args.versions + 1) * STEP_S, 2)
-            append = timed(spark, f"append_{name}", replica.sync)
-            append_commit = last_commit(spark, replica.path)
-            results[name] = (args.keys * versions, restore_s, merge, merge_commit, append, append_commit)
-            print(name, results[name], flush=True)
+            appends = [timed(spark, f"append_{name}_{i}", r.sync) for i, r in enumerate(replicas)]
+            append_commits = [last_commit(spark, r.path) for r in replicas]
+            for i in range(len(KINDS)):
+                results[(name, i)] = (
+                    args.keys * versions,
+                    restores[i],
+                    merges[i],
+                    merge_commits[i],
+                    appends[i],
+                    append_commits[i],
+                )
+                print(name, KINDS[i][0], results[(name, i)], flush=True)
         large = VersionedStore.open(spark, str(root / "large_src"))
-        cold = Replica.create(spark, large.path, str(root / "large_cold"))
-        cold_s, cold_result, cold_jobs = timed(spark, "cold", cold.sync)
-        write(args, results, cold_s, cold_result, cold_jobs)
+        colds = []
+        for i, (_, shard) in enumerate(KINDS):
+            cold = Replica.create(spark, large.path, str(root / f"large_cold_{i}"), shard)
+            colds.append(timed(spark, f"cold_{i}", cold.sync))
+        write(args, results, colds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def write(args, results, cold_s: float, cold_result, cold_jobs: int) -> None:
-    small, large = results["small"], results["large"]
+def write(args, results, colds) -> None:
     load = os.getloadavg()
     met = {True: "met", False: "missed"}
     shapes = (("MERGE-shaped", 2), ("insert-only", 4))
@@ -190,35 +212,46 @@ def write(args, results, cold_s: float, cold_result, cold_jobs: int) -> None:
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores); {sys.version.split()[0]}",
         "",
-        "| store rows | initial restore (s) | change set | sync (s) | change rows applied "
+        f"Each change set changes {2 * args.changed:,} rows of the store. `rows` is what the sync reports: "
+        "change rows applied (row-level), or the live rows of the files added and removed (file-level).",
+        "",
+        "| replica | store rows | initial restore (s) | change set | sync (s) | rows "
         "| Spark jobs of the sync |",
-        "|---:|---:|---|---:|---:|---:|",
+        "|---|---:|---:|---|---:|---:|---:|",
         *(
-            f"| {store[0]:,} | {store[1]:.1f} | {shape} | {store[at][0]:.2f} | {store[at][1].rows:,} "
-            f"| {store[at][2]} |"
-            for store in (small, large)
+            f"| {label} | {store[0]:,} | {store[1]:.1f} | {shape} | {store[at][0]:.2f} "
+            f"| {store[at][1].rows:,} | {store[at][2]} |"
+            for i, (label, _) in enumerate(KINDS)
+            for store in (results[("small", i)], results[("large", i)])
             for shape, at in shapes
         ),
         "",
-        f"Cold restore of the {large[0]:,}-row store into a fresh replica (at its latest version): "
-        f"{cold_result.rows:,} rows, {cold_s:.1f} s, {cold_jobs} Spark jobs.",
-        "",
     ]
-    for shape, at in shapes:
-        scale, speedup = large[at][0] / small[at][0], cold_s / large[at][0]
+    for i, (label, _) in enumerate(KINDS):
+        small, large = results[("small", i)], results[("large", i)]
+        cold_s, cold_result, cold_jobs = colds[i]
         lines += [
-            f"- {shape}: same change set, {large[0]:,}-row vs {small[0]:,}-row store: {scale:.2f}x "
-            f"(target <= 1.3x: {met[scale <= 1.3]}); incremental sync of {large[at][1].rows:,} change rows "
-            f"({large[at][1].rows / large[0]:.1%} of the store) vs the cold restore: {speedup:.1f}x faster "
-            f"(target >= 10x: {met[speedup >= 10]}).",
+            f"**{label}.** Cold restore of the {large[0]:,}-row store into a fresh replica (at its latest "
+            f"version): {cold_result.rows:,} rows, {cold_s:.1f} s, {cold_jobs} Spark jobs.",
+            "",
         ]
+        for shape, at in shapes:
+            scale, speedup = large[at][0] / small[at][0], cold_s / large[at][0]
+            lines += [
+                f"- {shape}: same change set, {large[0]:,}-row vs {small[0]:,}-row store: {scale:.2f}x "
+                f"(target <= 1.3x: {met[scale <= 1.3]}); incremental sync of {2 * args.changed:,} "
+                f"changed rows ({2 * args.changed / large[0]:.1%} of the store) vs the cold restore: "
+                f"{speedup:.1f}x faster "
+                f"(target >= 10x: {met[speedup >= 10]}).",
+            ]
+        lines.append("")
     lines += [
-        "",
         "Replica commit of each timed sync (`DESCRIBE HISTORY`, `operationMetrics`):",
         "",
         *(
-            f"- {name}, {shape}: `{store[at + 1]}`"
-            for name, store in (("small", small), ("large", large))
+            f"- {label}, {name}, {shape}: `{results[(name, i)][at + 1]}`"
+            for i, (label, _) in enumerate(KINDS)
+            for name in ("small", "large")
             for shape, at in shapes
         ),
     ]

@@ -503,15 +503,9 @@ def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) ->
     if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
         frame.write.format("delta").mode("append").options(**options).save(path)
         return None
-    actions = jvm.java.util.ArrayList()
-    app_id, version = options.get("txnAppId"), options.get("txnVersion")
-    if app_id is not None and version is not None:
-        recorded = recorded_txn(spark, txn.snapshot(), app_id)
-        if recorded is not None and recorded >= int(version):
-            return None  # Delta's writer skips it too: the batch is there
-        txn.readTxn().addOne(app_id)
-        now = jvm.scala.Some(jvm.java.lang.Long(int(jvm.java.lang.System.currentTimeMillis())))
-        actions.add(delta.actions.SetTransaction(app_id, int(version), now))
+    actions = _fenced_txn_actions(spark, txn, options)
+    if actions is None:
+        return None  # Delta's writer skips it too: the batch is there
     passed = jvm.java.util.HashMap()
     for key, value in options.items():
         if key not in ("txnAppId", "txnVersion", "userMetadata"):
@@ -520,19 +514,68 @@ def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) ->
     writer = delta.DeltaOptions(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(passed), conf)
     ordered = frame.select(*[F.col(f"`{name}`") for name in table_schema.fieldNames()])
     actions.addAll(scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer))))
-    none, metadata = jvm.scala.Option.empty(), options.get("userMetadata")
-    operation = delta.DeltaOperations.Write(
-        jvm.org.apache.spark.sql.SaveMode.Append,
-        jvm.scala.Some(scala.asScala(jvm.java.util.ArrayList()).toList()),  # no partitionBy given
+    operation = _write_operation(spark, "Append", options.get("userMetadata"))
+    return lambda: txn.commit(scala.asScala(actions).toList(), operation)
+
+
+def commit_file_actions(
+    spark: SparkSession, path: str, actions: Sequence[Any], options: Mapping[str, str], mode: str
+) -> bool:
+    """Commit Delta file actions (``AddFile``/``RemoveFile`` objects, their files in place) to the table at
+    ``path`` as one ``WRITE`` commit in save ``mode`` (``Append`` or ``Overwrite``), with ``options``'
+    ``txnAppId``/``txnVersion`` (fenced as :func:`append_to_table` fences them) and ``userMetadata``.
+
+    Returns False, committing nothing, when that txn version is recorded already. Delta validates nothing
+    of the actions (a file removed must be the table's): the caller guarantees it.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    scala = jvm.scala.jdk.javaapi.CollectionConverters
+    txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
+    committed = _fenced_txn_actions(spark, txn, options)
+    if committed is None:
+        return False
+    for action in actions:
+        committed.add(action)
+    txn.commit(scala.asScala(committed).toList(), _write_operation(spark, mode, options.get("userMetadata")))
+    return True
+
+
+def _fenced_txn_actions(spark: SparkSession, txn: Any, options: Mapping[str, str]) -> Any:
+    """The actions a commit of ``txn`` starts with: the ``SetTransaction`` of ``options``' ``txnAppId`` and
+    ``txnVersion`` (the app id registered as read, so a concurrent commit of it fails this one), or none
+    without them; None when that version is recorded already (the commit must be skipped)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    actions = jvm.java.util.ArrayList()
+    app_id, version = options.get("txnAppId"), options.get("txnVersion")
+    if app_id is None or version is None:
+        return actions
+    recorded = recorded_txn(spark, txn.snapshot(), app_id)
+    if recorded is not None and recorded >= int(version):
+        return None
+    txn.readTxn().addOne(app_id)
+    now = jvm.scala.Some(jvm.java.lang.Long(int(jvm.java.lang.System.currentTimeMillis())))
+    actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, int(version), now))
+    return actions
+
+
+def _write_operation(spark: SparkSession, mode: str, user_metadata: str | None) -> Any:
+    """Delta's ``WRITE`` operation in save ``mode``, no ``partitionBy`` given, with ``user_metadata``."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    scala, none = jvm.scala.jdk.javaapi.CollectionConverters, jvm.scala.Option.empty()
+    return jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+        getattr(jvm.org.apache.spark.sql.SaveMode, mode),
+        jvm.scala.Some(scala.asScala(jvm.java.util.ArrayList()).toList()),
         none,
-        none if metadata is None else jvm.scala.Some(metadata),
+        none if user_metadata is None else jvm.scala.Some(user_metadata),
         none,
         none,
         none,
         none,
         none,
     )
-    return lambda: txn.commit(scala.asScala(actions).toList(), operation)
 
 
 def _same_columns(schema: T.StructType, table: T.StructType) -> bool:

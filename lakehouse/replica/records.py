@@ -14,6 +14,8 @@ class SyncResult:
         checkpoint: The last applied source version after it (the replica equals the source's shard at it).
         versions: Source versions applied (``checkpoint - checkpoint_before``, or all for a restore).
         rows: Change rows applied (inserts, updates and deletes of the shard); rows copied for a restore.
+            A whole-table replica, which replays file actions, counts the live rows of the files it added
+            and removed (from their statistics: a file whose deletion vector changed counts both ways).
         partition_drops: Source partition drops (expiry, purge) applied as partition drops.
         commits: Commits written to the replica (one per sync, plus one per partition drop in the range).
         restored: The replica was built from nothing (no checkpoint yet, or re-initialized).

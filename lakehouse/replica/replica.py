@@ -9,10 +9,13 @@ Semantics (Kafka Streams' standby tasks, seed 003; offsets are Delta versions):
   commit (``txnAppId = lakehouse.replica:<source table id>``), so it is stored atomically with the rows it
   describes, survives log cleanup, and a commit of an already applied version is skipped by Delta.
 - ``sync(limit)`` applies versions ``checkpoint + 1 .. min(limit, latest)`` (both inclusive; ``limit``
-  is seed 003's offset limit, default the latest) in **one commit**: per row, its last change in the range
-  (one MERGE; a plain append when the range only inserts). A source partition drop (versioned-store
-  expiry, dedup purge) is applied as a metadata-only partition drop, in its own commit at its own
-  version, so every replica commit equals the source at one version.
+  is seed 003's offset limit, default the latest) in **one commit**. A replica of one shard applies per
+  row its last change in the range (one MERGE; a plain append when the range only inserts). A replica
+  of the whole table (``shard=None``) holds copies of the source's data files instead, and replays the
+  range's file actions (:mod:`lakehouse.replica._files`): its cost follows the files the range touched,
+  not the rows of the partitions it rewrote. A source partition drop (versioned-store expiry, dedup
+  purge) is applied as a metadata-only partition drop, in its own commit at its own version, so every
+  replica commit equals the source at one version.
 - After any commit the replica's rows equal ``source VERSION AS OF checkpoint`` restricted to the shard,
   and its commit metadata records the source's stream time and last batch id at that version: opening
   the replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
@@ -42,6 +45,7 @@ from lakehouse import delta_ops
 from lakehouse.commit_log import (
     CommitLog,
     append_to_table,
+    commit_file_actions,
     commit_infos,
     latest_snapshot,
     parse_metadata,
@@ -49,7 +53,7 @@ from lakehouse.commit_log import (
 )
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
-from lakehouse.replica import _changes, _history
+from lakehouse.replica import _changes, _files, _history
 from lakehouse.replica._source import Shard, SourceKind, source_kind
 from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
 from lakehouse.replica.records import ReplicaLag, SyncResult
@@ -70,6 +74,7 @@ _MISSING_CHANGES = (
     "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
     "DELTA_LOG_FILE_NOT_FOUND",
     "DELTA_FILE_NOT_FOUND",
+    "java.io.FileNotFoundException",  # a source file a file-level replica copies
 )
 _IGNORE_MISSING_FILES = "spark.sql.files.ignoreMissingFiles"
 _SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
@@ -338,7 +343,10 @@ class Replica:
             for info in infos:
                 if info["operation"] in _MAINTENANCE:
                     continue
-                if "replica" in (parse_metadata(info.get("userMetadata")) or {}):
+                own = (parse_metadata(info.get("userMetadata")) or {}).get("replica")
+                if own is not None and self.shard is None and not own.get("files"):
+                    return "it was built row by row, not from copies of the source's files"
+                if own is not None:
                     return None
                 version, operation = info["version"], info["operation"]
                 return f"version {version} of the replica ({operation}) was not written by its sync"
@@ -377,14 +385,17 @@ class Replica:
         partitions = self._source[1]
         try:
             with self._no_missing_files():
-                (
-                    rows.write.format("delta")
-                    .mode("overwrite")
-                    .option("overwriteSchema", "true")
-                    .partitionBy(*partitions)
-                    .options(**options)
-                    .save(self.path)
-                )
+                if self.shard is None:
+                    copied = self._restore_files(rows, partitions, target, options)
+                else:
+                    (
+                        rows.write.format("delta")
+                        .mode("overwrite")
+                        .option("overwriteSchema", "true")
+                        .partitionBy(*partitions)
+                        .options(**options)
+                        .save(self.path)
+                    )
         except Exception as error:
             if not _missing_changes(error):
                 raise
@@ -398,7 +409,8 @@ class Replica:
             )
             self.source_id = source_id
         self._after_commit("restore")
-        copied = self.table().count()
+        if self.shard is not None:
+            copied = self.table().count()
         versions = target + 1 if before is None or reason else target - before
         return SyncResult(before, target, versions, copied, 0, 1, True, reason, time.monotonic() - started)
 
@@ -433,6 +445,8 @@ class Replica:
         is aggregated (:func:`_changes.change_stats`, one Spark job) and appended if that finds inserts only,
         else MERGEd.
         """
+        if self.shard is None:
+            return self._replay(commits, kind, first, last, "sync")
         changes = self._changes(first, last)
         self._add_new_columns(changes.schema)
         columns = [c for c in changes.columns if c not in _changes.CDF_COLUMNS]
@@ -494,13 +508,52 @@ class Replica:
             )
 
     def _apply_drop(self, commits: list[_history.Commit], kind: SourceKind, version: int, bound: str) -> None:
-        """Mirror the source's partition drop at ``version``: a metadata-only DELETE of partitions < bound."""
+        """Mirror the source's partition drop at ``version``: a metadata-only DELETE of partitions < bound
+        (a whole-table replica replays the drop's file removals)."""
+        if self.shard is None:
+            self._replay(commits, kind, version, version, "drop_partitions")
+            return
         commit = self._commit(commits, kind, version, "drop_partitions")
         column = kind.partition_column
         with self._state_partitions(), delta_ops.dml_commit(self.spark, *commit):
             DeltaTable.forPath(self.spark, self.path).delete(F.col(column) < F.lit(int(bound)))
         self._commit_if_skipped(version, commit)
         self._after_commit("drop_partitions")
+
+    def _replay(
+        self, commits: list[_history.Commit], kind: SourceKind, first: int, last: int, operation: str
+    ) -> int:
+        """One replica commit replaying the file actions of source versions ``first .. last`` (a whole-table
+        replica: its files are the source's); returns the rows of the files added and removed."""
+        found = _files.changes(self.spark, self.source_path, first, last)
+        self._add_new_columns(self.spark.read.format("delta").load(self.source_path).schema)
+        _files.copy_files(self.spark, self.source_path, self.path, found.actions)
+        options = delta_ops.commit_options(*self._commit(commits, kind, last, operation))
+        mode = "Overwrite" if any(_files.is_removal(a) for a in found.actions) else "Append"
+        commit_file_actions(self.spark, self.path, found.actions, options, mode)
+        self._after_commit(operation)
+        return found.rows
+
+    def _restore_files(
+        self, rows: DataFrame, partitions: tuple[str, ...], target: int, options: dict[str, str]
+    ) -> int:
+        """Replace a whole-table replica's files with copies of the source's at ``target`` in one commit;
+        returns the rows copied (from the files' statistics).
+
+        A replica whose partitioning is not the source's (the source was replaced by another table) is
+        first emptied with the source's schema and partitioning, in a commit of its own that records no
+        checkpoint and is not a sync's (so a crash before the copy commits leads to a rebuild)."""
+        if delta_ops.table_metadata(self.spark, self.path).partition_columns != partitions:
+            empty = rows.limit(0).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            empty.partitionBy(*partitions).save(self.path)
+        self._add_new_columns(rows.schema)
+        files = _files.snapshot_files(self.spark, self.source_path, target)
+        held = _files.snapshot_files(self.spark, self.path)
+        added, removed = _files.difference(files, held), _files.difference(held, files)
+        _files.copy_files(self.spark, self.source_path, self.path, added)
+        actions = [*_files.removals(self.spark, removed), *added]
+        commit_file_actions(self.spark, self.path, actions, options, "Overwrite")
+        return _files.live_rows(files)
 
     def _commit_if_skipped(self, version: int, commit: tuple[str, tuple[str, int] | None]) -> None:
         """Record checkpoint ``version`` with an empty commit when the change wrote none (nothing matched)."""
@@ -532,7 +585,10 @@ class Replica:
         recorded (a rebuild at the checkpoint it has already); "" the replica's own source id.
         """
         recorded = _history.recorded_at(commits, kind.app_id, version)
-        extra: dict[str, Any] = {"replica": {"source_version": version, "operation": operation}}
+        replica: dict[str, Any] = {"source_version": version, "operation": operation}
+        if self.shard is None:
+            replica["files"] = True  # the replica's files are copies of the source's
+        extra: dict[str, Any] = {"replica": replica}
         extra.update({f: v for f, v in recorded.items() if f != "batch_id"})
         log = CommitLog(self.spark, self.path, kind.app_id)
         metadata = log.metadata(recorded.get("batch_id"), {}, **extra)

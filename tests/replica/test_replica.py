@@ -52,7 +52,7 @@ OPS = st.lists(
     st.one_of(
         st.tuples(st.just("put"), RECORDS),
         st.tuples(st.sampled_from(["replay", "expire", "vacuum"]), st.none()),
-        st.tuples(st.just("sync"), st.integers(0, 1)),
+        st.tuples(st.just("sync"), st.integers(0, 2)),  # a shard's replica, or the whole table's
     ),
     min_size=3,
     max_size=6,
@@ -80,6 +80,7 @@ def test_versioned_replicas_equal_the_source_at_their_checkpoint(
     root = tmp_path_factory.mktemp("rv")
     store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
     replicas = [Replica.create(spark, store.path, str(root / f"r{p}"), Shard(p, 2)) for p in range(2)]
+    replicas.append(Replica.create(spark, store.path, str(root / "all")))  # copies the source's files
     batch_id, offset, last = 0, 0, None
     for op, arg in ops:
         if op == "put":
@@ -109,6 +110,7 @@ def test_versioned_replicas_equal_the_source_at_their_checkpoint(
             assert opened.get(row["k"], at(30)) == store.get(row["k"], at(30))
     together = sorted(rows(replicas[0].table()) + rows(replicas[1].table()), key=repr)
     assert together == rows(spark.read.format("delta").load(store.path))  # pending rows and all
+    assert rows(replicas[2].table()) == together
 
 
 @pytest.mark.slow
@@ -128,7 +130,9 @@ def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
     root = tmp_path_factory.mktemp("rd")
     dedup = Deduplicator.create(spark, str(root / "index"), by=("key", "id"), interval=timedelta(seconds=5))
     replicas = [Replica.create(spark, dedup.path, str(root / f"r{p}"), Shard(p, 2)) for p in range(2)]
-    replicas[0].sync()  # before the first batch: the index has no id columns yet
+    whole = Replica.create(spark, dedup.path, str(root / "all"))  # copies the source's files
+    for replica in (replicas[0], whole):
+        replica.sync()  # before the first batch: the index has no id columns yet
     offsets = [0, 0]
     for batch_id, batch in enumerate(batches):
         records = []
@@ -144,8 +148,11 @@ def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
         assert_equals_source(replica)
         # A shard of a per-partition index is its task's entries: the task column modulo the shards.
         assert {r["task"] % 2 for r in replica.table().select("task").collect()} <= {replica.shard.partition}
-    opened = Deduplicator.open(spark, replicas[0].path)
-    assert opened.stream_times() == dedup.stream_times()
+    with no_reinit():
+        whole.sync()
+    assert_equals_source(whole)
+    for opened in (Deduplicator.open(spark, replicas[0].path), Deduplicator.open(spark, whole.path)):
+        assert opened.stream_times() == dedup.stream_times()
 
 
 def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
@@ -326,14 +333,15 @@ def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
 
 @pytest.mark.slow
 @SLOW_SETTINGS
-@given(st.floats(0.0, 1.0))
+@given(st.floats(0.0, 1.0), st.booleans())
 def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, fraction: float
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, fraction: float, whole: bool
 ) -> None:
     root = tmp_path_factory.mktemp("kill")
     store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
     put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    replica = Replica.create(spark, store.path, str(root / "r"), Shard(0, 1))
+    # One shard of one partition (rows MERGEd), or the whole table (the source's files copied).
+    replica = Replica.create(spark, store.path, str(root / "r"), None if whole else Shard(0, 1))
     replica.sync()
     put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
     store.expire()

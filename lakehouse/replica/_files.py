@@ -1,0 +1,151 @@
+"""File-level replay: a whole-table replica whose data files are copies of the source's.
+
+A replica of every row of its source needs no row-level work: at each checkpoint its files are the
+source's files at that version (the same relative paths, the same deletion vectors), so applying source
+versions ``first .. last`` is copying the files those versions added and committing their ``AddFile`` and
+``RemoveFile`` actions on the replica, in one Delta commit. That costs the files the range touched (a
+seal that rewrote a partition's deletion vectors copies a few small vector files), not a scan of rows.
+
+- Files are copied through Hadoop's ``FileSystem`` (any storage Spark reaches), by the driver in a few
+  threads: a range adds few files; a restore copies every file of the snapshot once.
+- A copy is idempotent (same path, same bytes): a sync killed before its commit leaves unreferenced
+  files that the next sync overwrites and the replica's VACUUM removes.
+- Deletion vectors stored beside the table (``u``) are copied; inline ones (``i``) travel in the action.
+  A vector stored at an absolute path (``p``) is refused: the replica would depend on the source's file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from lakehouse.commit_log import latest_snapshot
+from lakehouse.errors import InvalidInputError
+
+_COPY_THREADS = 8
+
+
+@dataclass(frozen=True)
+class FileChanges:
+    """The net file actions of source versions ``first .. last`` and what they hold.
+
+    ``rows``: the live rows of the added files plus those of the removed ones (a file whose deletion
+    vector changed appears in both: its rows count once each way), from the files' statistics.
+    """
+
+    actions: tuple[Any, ...]
+    rows: int
+
+
+def changes(spark: SparkSession, source_path: str, first: int, last: int) -> FileChanges:
+    """The net ``AddFile``/``RemoveFile`` actions of the source's versions ``first .. last`` (both
+    inclusive), read from its log on the driver (no Spark job). Missing log files raise Delta's error.
+
+    One commit holds one action per file (path and deletion vector), so the range is netted per file: its
+    last action, where a file added inside the range and removed again needs nothing (it is not copied),
+    and one removed that was not there before the range (removed, re-added, removed) is not removed twice.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    scala = jvm.scala.jdk.javaapi.CollectionConverters
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, source_path)
+    last_action: dict[tuple[str, str | None], Any] = {}
+    existed: dict[tuple[str, str | None], bool] = {}  # whether the replica has the file before the range
+    versions = log.getChanges(first, jvm.scala.Option.empty(), True)
+    while versions.hasNext():
+        entry = versions.next()
+        if int(entry._1()) > last:
+            break
+        for action in scala.asJava(entry._2()):
+            if _kind(action) in ("AddFile", "RemoveFile"):
+                file = _identity(action)
+                existed.setdefault(file, is_removal(action))
+                last_action[file] = action
+    net = tuple(action for file, action in last_action.items() if not is_removal(action) or existed[file])
+    return FileChanges(net, sum(_live_rows(a) for a in net))
+
+
+def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
+    """The ``AddFile`` actions of the table at ``path`` (as of ``version``; default the latest)."""
+    snapshot = latest_snapshot(spark, path)
+    if version is not None and int(snapshot.version()) != version:
+        log = snapshot.deltaLog()
+        defaults = [getattr(log, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
+        snapshot = log.getSnapshotAt(version, *defaults)
+    return list(snapshot.allFiles().collectAsList())
+
+
+def difference(files: Iterable[Any], others: Iterable[Any]) -> list[Any]:
+    """The ``AddFile`` actions of ``files`` that ``others`` do not hold (the same path and deletion vector):
+    a replica's rebuild keeps the copies it has of files the source still uses."""
+    held = {_identity(f) for f in others}
+    return [f for f in files if _identity(f) not in held]
+
+
+def removals(spark: SparkSession, files: Iterable[Any]) -> list[Any]:
+    """``RemoveFile`` actions (data changed, now) of ``files`` (``AddFile`` actions)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    now = int(jvm.java.lang.System.currentTimeMillis())
+    return [f.removeWithTimestamp(now, True) for f in files]
+
+
+def live_rows(files: Iterable[Any]) -> int:
+    """The rows ``files`` (``AddFile`` actions) hold, less their deletion vectors', from their statistics."""
+    return sum(_live_rows(f) for f in files)
+
+
+def copy_files(spark: SparkSession, source_path: str, target_path: str, actions: Sequence[Any]) -> int:
+    """Copy the data and deletion-vector files of the ``AddFile`` actions from the table at
+    ``source_path`` to the same relative paths under ``target_path``; returns the files copied."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop = jvm.org.apache.hadoop
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    source, target = hadoop.fs.Path(source_path), hadoop.fs.Path(target_path)
+    source_fs, target_fs = source.getFileSystem(conf), target.getFileSystem(conf)
+    absolute = jvm.org.apache.spark.sql.delta.util.DeltaFileOperations.absolutePath
+    pairs = []
+    for action in actions:
+        if _kind(action) != "AddFile":
+            continue
+        pairs.append((absolute(source_path, action.path()), absolute(target_path, action.path())))
+        vector = action.deletionVector()
+        if vector is not None and vector.storageType() != "i":
+            if vector.storageType() != "u":
+                raise InvalidInputError(
+                    f"a deletion vector of {source_path} is stored at an absolute path "
+                    f"({vector.pathOrInlineDv()}): a file-level replica cannot copy it"
+                )
+            pairs.append((vector.absolutePath(source), vector.absolutePath(target)))
+
+    def copy(pair: tuple[Any, Any]) -> None:
+        hadoop.fs.FileUtil.copy(source_fs, pair[0], target_fs, pair[1], False, True, conf)
+
+    with ThreadPoolExecutor(_COPY_THREADS) as pool:
+        list(pool.map(copy, pairs))
+    return len(pairs)
+
+
+def is_removal(action: Any) -> bool:
+    """Whether ``action`` is a ``RemoveFile``."""
+    return _kind(action) == "RemoveFile"
+
+
+def _kind(action: Any) -> str:
+    return str(action.getClass().getSimpleName())
+
+
+def _identity(action: Any) -> tuple[str, str | None]:
+    """A file action's file: its path and its deletion vector's unique id (one action each per commit)."""
+    vector = action.deletionVector()
+    return str(action.path()), None if vector is None else str(vector.uniqueId())
+
+
+def _live_rows(action: Any) -> int:
+    records = action.numLogicalRecords()
+    return int(records.get()) if records.isDefined() else 0

@@ -1,0 +1,101 @@
+"""A whole-table replica holds copies of the source's files and replays the source's file actions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse.replica import Replica, ReplicaReinitializedWarning
+from lakehouse.replica._files import snapshot_files
+from lakehouse.versioned import VersionedStore
+from tests.replica.helpers import assert_equals_source
+from tests.replica.test_replica import RETENTION_CHECK, jobs_of, no_reinit, put
+from tests.versioned.helpers import at, create_store
+
+RETENTION_MS = 20
+INTERVAL_MS = 5
+
+
+def file_set(spark: SparkSession, path: str) -> set[tuple[str, str | None]]:
+    """The table's data files (relative paths) and their deletion vectors' unique ids, as of now."""
+    return {
+        (f.path(), None if f.deletionVector() is None else str(f.deletionVector().uniqueId()))
+        for f in snapshot_files(spark, path)
+    }
+
+
+def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_spark_job(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1), ("c", "x", 2, 0, 2)], 0)
+    store.seal()
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    restored = replica.sync()
+    assert restored.restored and restored.rows == store.table().count() == 3
+    assert file_set(spark, replica.path) == file_set(spark, store.path)
+
+    put(store, [("a", "y", 10, 0, 3), ("b", None, 11, 0, 4)], 1)  # appended to the pending partition
+    store.seal()  # a MERGE: pending rows deleted, versions moved, open versions closed (deletion vectors)
+    put(store, [("c", "z", 40, 0, 5)], 2)
+    assert store.expire().removed_files > 0  # a partition drop: the range is applied in two commits
+    with no_reinit():
+        result, jobs = jobs_of(spark, "sync", replica.sync)
+    # Reading the source's log, copying files and committing their actions: no Spark job at all.
+    assert jobs == 0
+    assert (result.restored, result.partition_drops, result.commits) == (False, 1, 2)
+    assert result.rows > 0
+    assert file_set(spark, replica.path) == file_set(spark, store.path)
+    assert assert_equals_source(replica) == result.checkpoint
+    opened = VersionedStore.open(spark, replica.path)
+    assert opened.stream_time == store.stream_time
+    for key in "abc":
+        for t in (None, at(12), at(39)):
+            assert opened.get(key, t) == store.get(key, t)
+
+
+def test_a_whole_table_replica_built_row_by_row_is_rebuilt_from_the_source_files(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    # What an earlier lakehouse wrote: the same rows in files of the replica's own, a sync's metadata
+    # without the file marker (replaying the source's file actions onto these files would be wrong).
+    rows = spark.read.format("delta").load(store.path)
+    metadata = json.loads(replica._commit([], replica._kind(), replica.checkpoint(), "restore", None)[0])
+    assert metadata["lakehouse"]["replica"].pop("files") is True
+    legacy = rows.write.format("delta").mode("overwrite").option("userMetadata", json.dumps(metadata))
+    legacy.save(replica.path)
+    put(store, [("b", "x", 5, 0, 1)], 1)
+    with pytest.warns(ReplicaReinitializedWarning, match="row by row"):
+        assert replica.sync().restored
+    assert file_set(spark, replica.path) == file_set(spark, store.path)
+    assert_equals_source(replica)
+
+
+def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_the_files_it_shares(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    store.seal()
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    shared = file_set(spark, replica.path)
+    put(store, [("c", "y", 10, 0, 2)], 1)  # a new key: the seal leaves the files of a and b as they are
+    store.seal()
+    spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        DeltaTable.forPath(spark, store.path).vacuum(0)  # files the replica's sync would copy are gone
+    finally:
+        spark.conf.unset(RETENTION_CHECK)
+    assert shared & file_set(spark, store.path)  # some files the replica holds the source still uses
+    with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
+        assert replica.sync().restored
+    assert file_set(spark, replica.path) == file_set(spark, store.path)
+    assert_equals_source(replica)
