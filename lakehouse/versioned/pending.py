@@ -43,6 +43,7 @@ from lakehouse.versioned.segments import SEGMENT_COL, segment_sql
 PENDING_SEGMENT = 2**63 - 1
 _PENDING_FLAG = "_lh_pending"
 _NEXT_FROM = "_lh_next_from"
+_HAS_PENDING = "_lh_has_pending"
 
 
 def versions_sql(
@@ -57,6 +58,11 @@ def versions_sql(
 
     ``region_from``: an SQL expression of the first segment that pending rows can affect (a literal, or
     a scalar subquery); None: every sealed segment.
+
+    The table is scanned four times (each scan pruned by the filters a query puts on the result): the
+    untouched sealed rows (below the region, or of a key without pending rows) and the pending keys they
+    are told apart by (a left join), then the region and pending rows of the pending keys (a semi join
+    with the pending keys), whose chains are resolved in one window per key.
     """
     quoted = [_quote(c) for c in columns]
     key_list = ", ".join(_quote(k) for k in keys)
@@ -73,31 +79,27 @@ def versions_sql(
         )
         for c in columns
     ]
-    region = f"{SEGMENT_COL} IS NULL" + (
-        "" if region_from is None else f" OR {SEGMENT_COL} >= ({region_from})"
+    sealed = f"(r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} < {PENDING_SEGMENT})"
+    # Region and pending rows: the pending segment is above every region bound.
+    near = (
+        "" if region_from is None else f"WHERE r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} >= ({region_from})"
     )
-    sealed = f"{SEGMENT_COL} IS NULL OR {SEGMENT_COL} < {PENDING_SEGMENT}"
-    below_region = (
-        ""
-        if region_from is None
-        else f"SELECT {', '.join(quoted)} FROM sealed WHERE {SEGMENT_COL} < ({region_from})\nUNION ALL\n"
-    )
-    region_rows = "sealed" if region_from is None else f"(SELECT * FROM sealed WHERE {region})"
+    below = "" if region_from is None else f"r.{SEGMENT_COL} < ({region_from}) OR "
     return f"""WITH src AS (SELECT * FROM {table}),
-pending AS (SELECT * FROM src WHERE {SEGMENT_COL} = {PENDING_SEGMENT}),
-pending_keys AS (SELECT DISTINCT {key_list} FROM pending),
-sealed AS (SELECT * FROM src WHERE {sealed}),
-region AS (SELECT * FROM {region_rows}),
+pending_keys AS (
+  SELECT DISTINCT {key_list}, true AS {_HAS_PENDING} FROM src WHERE {SEGMENT_COL} = {PENDING_SEGMENT}
+),
 chains AS (
-  SELECT r.*, 0 AS {_PENDING_FLAG} FROM region r LEFT SEMI JOIN pending_keys p ON {same_key}
-  UNION ALL
-  SELECT *, 1 AS {_PENDING_FLAG} FROM pending
+  SELECT r.*, CASE WHEN r.{SEGMENT_COL} = {PENDING_SEGMENT} THEN 1 ELSE 0 END AS {_PENDING_FLAG}
+  FROM src r LEFT SEMI JOIN pending_keys p ON {same_key}
+  {near}
 ),
 resolved AS (
   SELECT *, lead(valid_from) OVER by_time AS {_NEXT_FROM} FROM chains
   WINDOW by_time AS (PARTITION BY {key_list} ORDER BY valid_from, {_PENDING_FLAG})
 )
-{below_region}SELECT r.* FROM region r LEFT ANTI JOIN pending_keys p ON {same_key}
+SELECT {", ".join(f"r.{c}" for c in quoted)} FROM src r LEFT OUTER JOIN pending_keys p ON {same_key}
+WHERE {sealed} AND ({below}p.{_HAS_PENDING} IS NULL)
 UNION ALL
 SELECT {", ".join(resolved_columns)} FROM resolved
 WHERE {_NEXT_FROM} IS NULL OR {_NEXT_FROM} <> valid_from"""
