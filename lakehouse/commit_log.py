@@ -169,14 +169,15 @@ class CommitLog:
     def read(self) -> Recorded:
         """The table's current version, the last batch id (its ``SetTransaction``) and the current state.
 
-        Version and batch id come from one snapshot; the state from the newest commits at or below it.
+        Version and batch id come from one snapshot; the state from the newest commits at or below it (a
+        log without state fields has none: no commit is read).
         """
         snapshot = latest_snapshot(self.spark, self.path)
         version = int(snapshot.version())
         if version < 0:
             raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
         last = recorded_txn(self.spark, snapshot, self.txn_app_id)
-        state = self.state_at(version)
+        state = self.state_at(version) if self.state_fields else {}
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
             last = _largest(last, self._local.batch_ids.get(self.writer or ""))

@@ -95,7 +95,12 @@ def assign_generation(
 
 
 def _generation_before(store: AssignmentStore, generation: int) -> int | None:
-    """The latest generation assigned before ``generation`` (one small aggregate), or None."""
+    """The latest generation assigned before ``generation``, or None: the latest assigned one when it is
+    older (from the table's log, no Spark job), else one small aggregate (a replay, or an older
+    generation assigned again)."""
+    latest = store.latest_assigned_generation()
+    if latest is None or latest < generation:
+        return latest
     row = (
         store.assignment_table()
         .where(F.col("generation") < generation)

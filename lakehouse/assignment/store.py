@@ -294,12 +294,20 @@ class AssignmentStore:
         return self.spark.read.format("delta").load(self.assignment_path)
 
     def latest_generation(self) -> int | None:
-        """The largest generation with subscriptions, or None."""
-        return _max_generation(self.subscriptions_table())
+        """The largest generation with subscriptions, or None.
+
+        The last generation :meth:`write_subscriptions` committed (generations only increase): read from
+        the table's log (its idempotent-write record), no Spark job.
+        """
+        return CommitLog(self.spark, self.subscriptions_path, APP_ID).last_batch_id()
 
     def latest_assigned_generation(self) -> int | None:
-        """The largest generation with a written assignment, or None."""
-        return _max_generation(self.assignment_table())
+        """The largest generation with a written assignment, or None.
+
+        The last generation :meth:`write_assignment` committed (generations only increase): read from the
+        table's log (its idempotent-write record), no Spark job.
+        """
+        return CommitLog(self.spark, self.assignment_path, APP_ID).last_batch_id()
 
     def subscription(self, generation: int | None = None) -> Subscription:
         """The subscriptions of ``generation`` (default: the latest).
@@ -434,8 +442,3 @@ def _client_state(row: Row) -> ClientState:
         prev_standby=frozenset(row["prev_standby"]),
         task_lags=row["task_lags"],
     )
-
-
-def _max_generation(table: DataFrame) -> int | None:
-    row = table.agg(F.max(GENERATION).alias("g")).first()
-    return None if row is None or row["g"] is None else int(row["g"])
