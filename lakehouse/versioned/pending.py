@@ -43,7 +43,6 @@ from lakehouse.versioned.segments import SEGMENT_COL, segment_sql
 PENDING_SEGMENT = 2**63 - 1
 _PENDING_FLAG = "_lh_pending"
 _NEXT_FROM = "_lh_next_from"
-_HAS_PENDING = "_lh_has_pending"
 
 
 def versions_sql(
@@ -60,11 +59,10 @@ def versions_sql(
     a scalar subquery); None: every sealed segment.
 
     The table is scanned four times (each scan pruned by the filters a query puts on the result): the
-    untouched sealed rows (below the region, or of a key without pending rows) and the pending keys they
-    are told apart by (a left join), then the region and pending rows of the pending keys (a semi join
-    with the pending keys), whose chains are resolved in one window per key.
+    sealed rows no pending row changes (below the region, or of a key without pending rows: an anti join
+    with the pending keys) and the region and pending rows of the pending keys (a semi join), whose
+    chains are resolved in one window per key.
     """
-    quoted = [_quote(c) for c in columns]
     key_list = ", ".join(_quote(k) for k in keys)
     same_key = " AND ".join(f"r.{_quote(k)} = p.{_quote(k)}" for k in keys)
     # A pending row sorts after a sealed one at the same valid_from, so the sealed one (next valid_from
@@ -80,26 +78,25 @@ def versions_sql(
         for c in columns
     ]
     sealed = f"(r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} < {PENDING_SEGMENT})"
-    # Region and pending rows: the pending segment is above every region bound.
+    # Region and pending rows (the pending segment is above every region bound).
     near = (
-        "" if region_from is None else f"WHERE r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} >= ({region_from})"
+        "TRUE" if region_from is None else f"(r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} >= ({region_from}))"
     )
-    below = "" if region_from is None else f"r.{SEGMENT_COL} < ({region_from}) OR "
+    # The untouched rows are an anti join (not an outer one), so the plan's size estimate stays the
+    # table's: a join with these versions may still broadcast them.
     return f"""WITH src AS (SELECT * FROM {table}),
-pending_keys AS (
-  SELECT DISTINCT {key_list}, true AS {_HAS_PENDING} FROM src WHERE {SEGMENT_COL} = {PENDING_SEGMENT}
-),
+pending_keys AS (SELECT DISTINCT {key_list} FROM src WHERE {SEGMENT_COL} = {PENDING_SEGMENT}),
 chains AS (
   SELECT r.*, CASE WHEN r.{SEGMENT_COL} = {PENDING_SEGMENT} THEN 1 ELSE 0 END AS {_PENDING_FLAG}
   FROM src r LEFT SEMI JOIN pending_keys p ON {same_key}
-  {near}
+  WHERE {near}
 ),
 resolved AS (
   SELECT *, lead(valid_from) OVER by_time AS {_NEXT_FROM} FROM chains
   WINDOW by_time AS (PARTITION BY {key_list} ORDER BY valid_from, {_PENDING_FLAG})
 )
-SELECT {", ".join(f"r.{c}" for c in quoted)} FROM src r LEFT OUTER JOIN pending_keys p ON {same_key}
-WHERE {sealed} AND ({below}p.{_HAS_PENDING} IS NULL)
+SELECT r.* FROM src r LEFT ANTI JOIN pending_keys p ON {same_key} AND {near}
+WHERE {sealed}
 UNION ALL
 SELECT {", ".join(resolved_columns)} FROM resolved
 WHERE {_NEXT_FROM} IS NULL OR {_NEXT_FROM} <> valid_from"""
