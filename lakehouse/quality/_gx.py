@@ -75,9 +75,7 @@ class QualityContext:
         asset = self.source.add_dataframe_asset(name=suite_name)
         batch = asset.add_batch_definition_whole_dataframe("whole table")
         gx = self._gx
-        suite = self.context.suites.add(
-            gx.ExpectationSuite(name=suite_name, notes=f"Checked: {scope}.")
-        )
+        suite = self.context.suites.add(gx.ExpectationSuite(name=suite_name, notes=f"Checked: {scope}."))
         for rule in rules:
             suite.add_expectation(
                 gx.expectations.UnexpectedRowsExpectation(

@@ -14,10 +14,15 @@ low 32 bits so that the sums are exact ``long`` sums: two different multisets pa
 probability about 2^-64 per key. Spark computes all this as one hash aggregate per key (partial, map-side
 aggregation, no sort).
 
-A gap between versions is allowed when it ends at or before the store's ``stream_time - R`` (the horizon):
-a key with two or more versions starting at or before the horizon may have such gaps, which the multisets
-cannot tell from an overlap, so it is not certified. Neither is a key with a NULL ``valid_from`` or a row
-that breaks a row rule. An uncertified key is not necessarily broken: the exact check decides.
+A chain has no gap, so it breaks no rule whatever the store's ``stream_time - R`` (the horizon, before
+which gaps are allowed): the horizon only allows more, and a key is certified however many of its versions
+start before it. A key whose versions leave a gap is not a chain, allowed or not, so it is not certified;
+neither is a key with a NULL ``valid_from`` or a row that breaks a row rule. An uncertified key is not
+necessarily broken: the exact check decides.
+
+The aggregate keeps four values per key (what the map side's hash table holds for every key): the
+multisets' two sums, the smallest ``valid_from`` and one count in which an open version adds 1 and a
+version breaking a rule adds 2, so it is 1 exactly when one version is open and none is broken.
 """
 
 from __future__ import annotations
@@ -32,36 +37,27 @@ from lakehouse.versioned._plan import VALID_FROM, VALID_TO
 _LOW_32 = 0xFFFFFFFF
 
 
-def uncertified_keys(
-    table: DataFrame, keys: Sequence[str], row_broken: Column, horizon_us: int | None
-) -> DataFrame:
+def uncertified_keys(table: DataFrame, keys: Sequence[str], row_broken: Column) -> DataFrame:
     """The distinct keys of ``table`` whose versions are not certified as a chain (lazy, one aggregate).
 
-    ``row_broken`` is true for a row that breaks a row rule (NULL counts as false); ``horizon_us`` is
-    ``stream_time - R`` (None: no gap is allowed, so no version counts as before it).
+    ``row_broken`` is true for a row that breaks a row rule (NULL counts as false).
     """
     valid_from, valid_to = F.col(VALID_FROM), F.col(VALID_TO)
     from_high, from_low = _hash_halves(valid_from)
     to_high, to_low = _hash_halves(valid_to)
-    at_or_before_horizon = (
-        F.unix_micros(valid_from) <= F.lit(horizon_us) if horizon_us is not None else F.lit(False)
-    )
+    broken = row_broken | valid_from.isNull() | (valid_to <= valid_from)
     # One sum per hash half of (valid_from) - (set valid_to): the two multisets' difference, per key.
     from_minus_to_high = from_high - F.when(valid_to.isNotNull(), to_high).otherwise(0)
     from_minus_to_low = from_low - F.when(valid_to.isNotNull(), to_low).otherwise(0)
     per_key = table.groupBy(*keys).agg(
-        F.count(F.when(valid_to.isNull(), 1)).alias("open"),
-        F.count(F.when(row_broken | valid_from.isNull() | (valid_to <= valid_from), 1)).alias("broken"),
-        F.count(F.when(at_or_before_horizon, 1)).alias("before_horizon"),
+        F.sum(F.when(broken, 2).when(valid_to.isNull(), 1).otherwise(0)).alias("open_or_broken"),
         F.min(valid_from).alias("first_from"),
         F.sum(from_minus_to_high).alias("from_minus_to_high"),
         F.sum(from_minus_to_low).alias("from_minus_to_low"),
     )
     first_high, first_low = _hash_halves(F.col("first_from"))
     chain = (
-        (F.col("open") == 1)
-        & (F.col("broken") == 0)
-        & (F.col("before_horizon") <= 1)
+        (F.col("open_or_broken") == 1)
         & (F.col("from_minus_to_high") == first_high)
         & (F.col("from_minus_to_low") == first_low)
     )

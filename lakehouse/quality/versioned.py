@@ -61,21 +61,21 @@ def versioned_violations(
 ) -> DataFrame:
     """The rows of a versioned store's ``table`` that break a rule, as violation rows.
 
-    Runs the per-key aggregate now (one scan of the table) and counts the keys it cannot certify. With no
-    such key (a sound store) nothing breaks a rule and the result is an empty frame held by the driver
-    (validating it reads nothing); else the aggregate runs again to checkpoint those keys (a second scan,
-    on a broken store only) and the window pass over their versions is returned, lazy. ``horizon_us`` is
+    Runs the per-key aggregate now (one scan of the table), checkpoints the keys it cannot certify and
+    counts them. With no such key (a sound store) nothing breaks a rule and the result is an empty frame
+    held by the driver (validating it reads nothing); else the window pass over those keys' versions is
+    returned, lazy (a second scan, picking their rows). ``horizon_us`` is
     the store's ``stream_time - R`` (None before the first put): a gap between versions that ends at or
     before it is not a violation.
     """
     keys = list(settings.keys)
     rows = _row_flags(settings, expired_below)
     any_row_broken = rows[BOUNDS.name] | rows[SEGMENT.name] | rows[expiry_rule(None).name]
-    suspects = uncertified_keys(table, keys, any_row_broken, horizon_us)
+    suspects = uncertified_keys(table, keys, any_row_broken).localCheckpoint()
     count = suspects.count()
     if count == 0:
         return no_violations(table.sparkSession)
-    suspect_rows = rows_of_keys(table, suspects.localCheckpoint(), keys, count)
+    suspect_rows = rows_of_keys(table, suspects, keys, count)
     return _window_violations(suspect_rows, settings, expired_below, horizon_us)
 
 

@@ -20,6 +20,7 @@ VERSIONS = {
     "chain": [(0, 1000), (1000, 2500), (2500, None)],
     "single": [(0, None)],
     "one_before_horizon": [(-1000, 1000), (1000, None)],
+    "chain_before_horizon": [(-3000, -2000), (-2000, 1000), (1000, None)],  # certified: no gap anywhere
     "gap_before_horizon": [(-3000, -2000), (-1000, 1000), (1000, None)],  # sound, not certified
     "overlap": [(0, 1500), (1000, 2000), (2000, None)],
     "gap_after_horizon": [(0, 1000), (1200, None)],
@@ -29,7 +30,8 @@ VERSIONS = {
     "ends_crossed": [(0, 2000), (1000, 1000), (2000, None)],  # the ends' multiset is right, bounds not
     "wrong_segment": [(0, 1000), (1000, None)],
 }
-BROKEN = set(VERSIONS) - {"chain", "single", "one_before_horizon", "gap_before_horizon"}
+SOUND = {"chain", "single", "one_before_horizon", "chain_before_horizon", "gap_before_horizon"}
+BROKEN = set(VERSIONS) - SOUND
 
 
 def test_only_sound_chains_are_certified_and_the_violations_are_the_windows(spark: SparkSession) -> None:
@@ -47,7 +49,7 @@ def test_only_sound_chains_are_certified_and_the_violations_are_the_windows(spar
         F.when(F.col("k") == "wrong_segment", segment + 1).otherwise(segment).alias("segment"),
     )
     flagged = F.col("k") == "wrong_segment"
-    uncertified = {row["k"] for row in uncertified_keys(table, ["k"], flagged, HORIZON_US).collect()}
+    uncertified = {row["k"] for row in uncertified_keys(table, ["k"], flagged).collect()}
     assert uncertified == BROKEN | {"gap_before_horizon"}
     violations = versioned_violations(table, SETTINGS, None, HORIZON_US)
     assert {row["key"] for row in violations.collect()} == BROKEN
