@@ -79,8 +79,9 @@ def test_tables_sql_and_store_commands(warehouse: Path, capsys: pytest.CaptureFi
     assert main([*where, "tables"]) == 0
     out = capsys.readouterr().out
     lines = {line.split()[0]: line.split() for line in out.splitlines()[2:-1]}
-    # 3 rows: EUR@0 ended at 00:15, before the batch's horizon (00:20), so it was never written.
-    assert lines["rates"][1:4] == ["versioned_store", "1", "3"]
+    # 4 rows, all pending: EUR@0 ended at 00:15, before the batch's horizon (00:20), yet it stays pending
+    # (it bounds the version before it) until a seal drops it.
+    assert lines["rates"][1:4] == ["versioned_store", "1", "4"]
     assert lines["txn_index"][1] == "dedup_index"
     assert lines["txn_q"][1] == "dedup_quarantine" and lines["txn_q"][3] == "1"
     assert lines["txn_clean"][1] == "delta"
@@ -93,7 +94,7 @@ def test_tables_sql_and_store_commands(warehouse: Path, capsys: pytest.CaptureFi
     assert main([*where, "store", "get", "rates", "EUR", "--as-of", "2024-01-01T00:25:00"]) == 0
     assert capsys.readouterr().out.splitlines()[2].split()[0] == "1.12"
     assert main([*where, "store", "history", "rates", "EUR"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "(2 rows)"
+    assert capsys.readouterr().out.splitlines()[-1] == "(3 rows)"  # EUR@0, expired, until a seal
 
 
 def test_bad_query_is_one_line_error(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
