@@ -446,6 +446,17 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     return log.update(False, none, none)
 
 
+def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
+    """The ``AddFile`` actions of the table at ``path`` (as of ``version``; default the latest), from its
+    log (Delta's state reconstruction, no data file read)."""
+    snapshot = latest_snapshot(spark, path)
+    if version is not None and int(snapshot.version()) != version:
+        log = snapshot.deltaLog()
+        defaults = [getattr(log, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
+        snapshot = log.getSnapshotAt(version, *defaults)
+    return list(snapshot.allFiles().collectAsList())
+
+
 def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | None:
     """The ``txnVersion`` of Delta's ``SetTransaction`` for ``txn_app_id`` in ``snapshot`` (None: none).
 

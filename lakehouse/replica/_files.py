@@ -23,7 +23,6 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lakehouse.commit_log import latest_snapshot
 from lakehouse.errors import InvalidInputError
 
 _COPY_THREADS = 8
@@ -67,16 +66,6 @@ def changes(spark: SparkSession, source_path: str, first: int, last: int) -> Fil
                 last_action[file] = action
     net = tuple(action for file, action in last_action.items() if not is_removal(action) or existed[file])
     return FileChanges(net, sum(_live_rows(a) for a in net))
-
-
-def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
-    """The ``AddFile`` actions of the table at ``path`` (as of ``version``; default the latest)."""
-    snapshot = latest_snapshot(spark, path)
-    if version is not None and int(snapshot.version()) != version:
-        log = snapshot.deltaLog()
-        defaults = [getattr(log, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
-        snapshot = log.getSnapshotAt(version, *defaults)
-    return list(snapshot.allFiles().collectAsList())
 
 
 def difference(files: Iterable[Any], others: Iterable[Any]) -> list[Any]:

@@ -50,6 +50,7 @@ from lakehouse.commit_log import (
     latest_snapshot,
     parse_metadata,
     recorded_txn,
+    snapshot_files,
 )
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
@@ -547,8 +548,8 @@ class Replica:
             empty = rows.limit(0).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             empty.partitionBy(*partitions).save(self.path)
         self._add_new_columns(rows.schema)
-        files = _files.snapshot_files(self.spark, self.source_path, target)
-        held = _files.snapshot_files(self.spark, self.path)
+        files = snapshot_files(self.spark, self.source_path, target)
+        held = snapshot_files(self.spark, self.path)
         added, removed = _files.difference(files, held), _files.difference(held, files)
         _files.copy_files(self.spark, self.source_path, self.path, added)
         actions = [*_files.removals(self.spark, removed), *added]

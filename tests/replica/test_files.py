@@ -8,8 +8,8 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from lakehouse.commit_log import snapshot_files
 from lakehouse.replica import Replica, ReplicaReinitializedWarning
-from lakehouse.replica._files import snapshot_files
 from lakehouse.versioned import VersionedStore
 from tests.replica.helpers import assert_equals_source
 from tests.replica.test_replica import RETENTION_CHECK, jobs_of, no_reinit, put
