@@ -457,6 +457,11 @@ def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -
     return list(snapshot.allFiles().collectAsList())
 
 
+def snapshot_schema(snapshot: Any) -> T.StructType:
+    """The table schema of a JVM ``Snapshot`` (from its metadata: no Spark job, no DataFrame)."""
+    return T.StructType.fromJson(json.loads(snapshot.schema().json()))
+
+
 def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | None:
     """The ``txnVersion`` of Delta's ``SetTransaction`` for ``txn_app_id`` in ``snapshot`` (None: none).
 
@@ -511,7 +516,7 @@ def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) ->
     assert jvm is not None
     delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.jdk.javaapi.CollectionConverters
     txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
-    table_schema = T.StructType.fromJson(json.loads(txn.snapshot().schema().json()))
+    table_schema = snapshot_schema(txn.snapshot())
     if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
         frame.write.format("delta").mode("append").options(**options).save(path)
         return None

@@ -51,6 +51,7 @@ from lakehouse.commit_log import (
     parse_metadata,
     recorded_txn,
     snapshot_files,
+    snapshot_schema,
 )
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
@@ -82,7 +83,8 @@ _SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _DELTA_SNAPSHOT_PARTITIONS = 50  # Delta's default of the conf above
 # Files of the replica per partition of its Delta state reconstruction (see Replica._state_partitions).
 _FILES_PER_STATE_PARTITION = 50_000
-# The replica's newest commits read first when looking for its last own commit (all of them if needed).
+# The replica's newest commits read first when looking for its last own commit (the newest one first, then
+# these, then all of them if needed).
 _RECENT_COMMITS = 20
 
 
@@ -105,6 +107,7 @@ class Replica:
         self._after_commit: Any = lambda step: None
         self._source: tuple[SourceKind, tuple[str, ...]] | None = None
         self._source_id_now = source_id
+        self._source_metadata: str | None = None  # the source metadata's JSON that _source was read from
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -312,17 +315,24 @@ class Replica:
         return latest if limit is None else min(limit, latest)
 
     def _source_latest(self) -> int:
-        return delta_ops.latest_version(DeltaTable.forPath(self.spark, self.source_path))
+        """The source's newest version (its log, no Spark job)."""
+        version = int(latest_snapshot(self.spark, self.source_path).version())
+        if version < 0:
+            raise InvalidInputError(f"the replica's source {self.source_path} is not a Delta table")
+        return version
 
     def _current_source_id(self) -> str:
         """The source table's id now (its newest metadata, which also refreshes what :meth:`_kind` knows)."""
-        metadata = delta_ops.table_metadata(self.spark, self.source_path)
-        self._source_id_now = metadata.id
-        self._source = (
-            source_kind(self.source_path, dict(metadata.properties)),
-            metadata.partition_columns,
-        )
-        return metadata.id
+        text = str(latest_snapshot(self.spark, self.source_path).metadata().json())
+        if text != self._source_metadata:  # converted only when it changed (a py4j call per property)
+            metadata = delta_ops.table_metadata(self.spark, self.source_path)
+            self._source_id_now = metadata.id
+            self._source = (
+                source_kind(self.source_path, dict(metadata.properties)),
+                metadata.partition_columns,
+            )
+            self._source_metadata = text
+        return self._source_id_now
 
     def _kind(self) -> SourceKind:
         if self._source is None:
@@ -339,7 +349,7 @@ class Replica:
             )
         if checkpoint is None:
             return None
-        for limit in (_RECENT_COMMITS, None):
+        for limit in (1, _RECENT_COMMITS, None):
             infos = commit_infos(self.spark, self.path, limit)
             for info in infos:
                 if info["operation"] in _MAINTENANCE:
@@ -351,8 +361,8 @@ class Replica:
                     return None
                 version, operation = info["version"], info["operation"]
                 return f"version {version} of the replica ({operation}) was not written by its sync"
-            if len(infos) < _RECENT_COMMITS:
-                return None
+            if limit is not None and len(infos) < limit:
+                return None  # the log holds no more commits
         return None
 
     def _snapshot(self, version: int) -> DataFrame:
@@ -527,7 +537,7 @@ class Replica:
         """One replica commit replaying the file actions of source versions ``first .. last`` (a whole-table
         replica: its files are the source's); returns the rows of the files added and removed."""
         found = _files.changes(self.spark, self.source_path, first, last)
-        self._add_new_columns(self.spark.read.format("delta").load(self.source_path).schema)
+        self._add_new_columns(snapshot_schema(latest_snapshot(self.spark, self.source_path)))
         _files.copy_files(self.spark, self.source_path, self.path, found.actions)
         options = delta_ops.commit_options(*self._commit(commits, kind, last, operation))
         mode = "Overwrite" if any(_files.is_removal(a) for a in found.actions) else "Append"
@@ -565,7 +575,7 @@ class Replica:
 
     def _add_new_columns(self, schema: T.StructType) -> None:
         """Add columns the source gained (a dedup index's id columns) to the replica (a schema commit)."""
-        existing = set(self.table().columns)
+        existing = set(snapshot_schema(latest_snapshot(self.spark, self.path)).fieldNames())
         missing = [f for f in schema.fields if f.name not in existing and f.name not in _changes.CDF_COLUMNS]
         if missing:
             columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
