@@ -16,7 +16,7 @@ seal that rewrote a partition's deletion vectors copies a few small vector files
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +34,13 @@ class FileChanges:
 
     ``rows``: the live rows of the added files plus those of the removed ones (a file whose deletion
     vector changed appears in both: its rows count once each way), from the files' statistics.
+    ``held``: the paths of the data files the replica holds before the range that the range removes or
+    gives a new deletion vector (only the vector of such a file is copied).
     """
 
     actions: tuple[Any, ...]
     rows: int
+    held: frozenset[str]
 
 
 def changes(spark: SparkSession, source_path: str, first: int, last: int) -> FileChanges:
@@ -65,7 +68,8 @@ def changes(spark: SparkSession, source_path: str, first: int, last: int) -> Fil
                 existed.setdefault(file, is_removal(action))
                 last_action[file] = action
     net = tuple(action for file, action in last_action.items() if not is_removal(action) or existed[file])
-    return FileChanges(net, sum(_live_rows(a) for a in net))
+    held = frozenset(path for (path, _), was_there in existed.items() if was_there)
+    return FileChanges(net, sum(_live_rows(a) for a in net), held)
 
 
 def difference(files: Iterable[Any], others: Iterable[Any]) -> list[Any]:
@@ -88,9 +92,19 @@ def live_rows(files: Iterable[Any]) -> int:
     return sum(_live_rows(f) for f in files)
 
 
-def copy_files(spark: SparkSession, source_path: str, target_path: str, actions: Sequence[Any]) -> int:
+def copy_files(
+    spark: SparkSession,
+    source_path: str,
+    target_path: str,
+    actions: Sequence[Any],
+    held: Collection[str] = (),
+) -> int:
     """Copy the data and deletion-vector files of the ``AddFile`` actions from the table at
-    ``source_path`` to the same relative paths under ``target_path``; returns the files copied."""
+    ``source_path`` to the same relative paths under ``target_path``; returns the files copied.
+
+    A data file whose path is in ``held`` (files of the replica's snapshot: Delta never rewrites a data
+    file in place) is not copied again, only its deletion vector; a vector file shared by several actions
+    is copied once."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     hadoop = jvm.org.apache.hadoop
@@ -98,11 +112,13 @@ def copy_files(spark: SparkSession, source_path: str, target_path: str, actions:
     source, target = hadoop.fs.Path(source_path), hadoop.fs.Path(target_path)
     source_fs, target_fs = source.getFileSystem(conf), target.getFileSystem(conf)
     absolute = jvm.org.apache.spark.sql.delta.util.DeltaFileOperations.absolutePath
-    pairs = []
+    pairs: dict[str, tuple[Any, Any]] = {}  # by target path
     for action in actions:
         if _kind(action) != "AddFile":
             continue
-        pairs.append((absolute(source_path, action.path()), absolute(target_path, action.path())))
+        if action.path() not in held:
+            target_file = absolute(target_path, action.path())
+            pairs[target_file.toString()] = (absolute(source_path, action.path()), target_file)
         vector = action.deletionVector()
         if vector is not None and vector.storageType() != "i":
             if vector.storageType() != "u":
@@ -110,13 +126,18 @@ def copy_files(spark: SparkSession, source_path: str, target_path: str, actions:
                     f"a deletion vector of {source_path} is stored at an absolute path "
                     f"({vector.pathOrInlineDv()}): a file-level replica cannot copy it"
                 )
-            pairs.append((vector.absolutePath(source), vector.absolutePath(target)))
+            target_vector = vector.absolutePath(target)
+            pairs[target_vector.toString()] = (vector.absolutePath(source), target_vector)
 
     def copy(pair: tuple[Any, Any]) -> None:
         hadoop.fs.FileUtil.copy(source_fs, pair[0], target_fs, pair[1], False, True, conf)
 
-    with ThreadPoolExecutor(_COPY_THREADS) as pool:
-        list(pool.map(copy, pairs))
+    if len(pairs) <= 1:  # a thread of its own would cost a new py4j connection
+        for pair in pairs.values():
+            copy(pair)
+        return len(pairs)
+    with ThreadPoolExecutor(min(_COPY_THREADS, len(pairs))) as pool:
+        list(pool.map(copy, pairs.values()))
     return len(pairs)
 
 

@@ -538,7 +538,7 @@ class Replica:
         replica: its files are the source's); returns the rows of the files added and removed."""
         found = _files.changes(self.spark, self.source_path, first, last)
         self._add_new_columns(snapshot_schema(latest_snapshot(self.spark, self.source_path)))
-        _files.copy_files(self.spark, self.source_path, self.path, found.actions)
+        _files.copy_files(self.spark, self.source_path, self.path, found.actions, found.held)
         options = delta_ops.commit_options(*self._commit(commits, kind, last, operation))
         mode = "Overwrite" if any(_files.is_removal(a) for a in found.actions) else "Append"
         commit_file_actions(self.spark, self.path, found.actions, options, mode)
@@ -561,7 +561,7 @@ class Replica:
         files = snapshot_files(self.spark, self.source_path, target)
         held = snapshot_files(self.spark, self.path)
         added, removed = _files.difference(files, held), _files.difference(held, files)
-        _files.copy_files(self.spark, self.source_path, self.path, added)
+        _files.copy_files(self.spark, self.source_path, self.path, added, {f.path() for f in held})
         actions = [*_files.removals(self.spark, removed), *added]
         commit_file_actions(self.spark, self.path, actions, options, "Overwrite")
         return _files.live_rows(files)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from urllib.parse import unquote
 
 import pytest
 from delta.tables import DeltaTable
@@ -27,6 +29,11 @@ def file_set(spark: SparkSession, path: str) -> set[tuple[str, str | None]]:
     }
 
 
+def modified_times(path: str, files: set[tuple[str, str | None]]) -> dict[str, int]:
+    """The modification time (ns) of each data file of ``files`` under the table at ``path``."""
+    return {name: os.stat(os.path.join(path, unquote(name))).st_mtime_ns for name, _ in files}
+
+
 def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_spark_job(
     spark: SparkSession, tmp_path
 ) -> None:
@@ -38,6 +45,9 @@ def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_
     assert restored.restored and restored.rows == store.table().count() == 3
     assert file_set(spark, replica.path) == file_set(spark, store.path)
 
+    held = file_set(spark, replica.path)
+    held_times = modified_times(replica.path, held)
+
     put(store, [("a", "y", 10, 0, 3), ("b", None, 11, 0, 4)], 1)  # appended to the pending partition
     store.seal()  # a MERGE: pending rows deleted, versions moved, open versions closed (deletion vectors)
     put(store, [("c", "z", 40, 0, 5)], 2)
@@ -46,6 +56,13 @@ def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_
         result, jobs = jobs_of(spark, "sync", replica.sync)
     # Reading the source's log, copying files and committing their actions: no Spark job at all.
     assert jobs == 0
+    # A data file the replica held that the seal gave a deletion vector is not copied again: only its
+    # vector is (Delta never rewrites a data file in place).
+    now = file_set(spark, replica.path)
+    revectored = {name for name, vector in now if vector is not None and (name, vector) not in held}
+    assert revectored & {name for name, _ in held}
+    kept = {(name, vector) for name, vector in now if name in held_times}
+    assert modified_times(replica.path, kept) == {name: held_times[name] for name, _ in kept}
     assert (result.restored, result.partition_drops, result.commits) == (False, 1, 2)
     assert result.rows > 0
     assert file_set(spark, replica.path) == file_set(spark, store.path)
