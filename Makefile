@@ -22,6 +22,7 @@ doctor: $(BIN)/lakehouse
 
 lint: $(BIN)/lakehouse
 	$(BIN)/ruff check lakehouse jobs tests bench
+	$(BIN)/ruff format --check lakehouse jobs tests bench
 
 clean:
 	rm -rf $(VENV) warehouse spark-warehouse metastore_db derby.log

@@ -52,8 +52,15 @@ def standalone_cluster(work_dir: Path, workers: int = 2, memory: str = "1g") -> 
     master_log = logs / "master.log"
     processes = [
         _start(
-            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())],
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(_free_port()),
+            ],
             master_log,
         )
     ]
@@ -63,9 +70,20 @@ def standalone_cluster(work_dir: Path, workers: int = 2, memory: str = "1g") -> 
         for n in range(workers):
             log = logs / f"worker-{n}.log"
             worker = _start(
-                ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", memory, "--work-dir", str(work_dir / f"worker-{n}"),
-                 "--webui-port", str(_free_port()), cluster.url],
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    memory,
+                    "--work-dir",
+                    str(work_dir / f"worker-{n}"),
+                    "--webui-port",
+                    str(_free_port()),
+                    cluster.url,
+                ],
                 log,
             )
             processes.append(worker)
@@ -81,7 +99,10 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             [str(_BIN / "spark-class"), *args],
-            stdout=out, stderr=subprocess.STDOUT, env=cluster_env(), start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=cluster_env(),
+            start_new_session=True,
         )
 
 

@@ -8,7 +8,8 @@ from lakehouse.paths import resolve_path
 
 
 @pytest.mark.parametrize(
-    "uri", ["s3a://bucket/lake/rates", "abfss://c@acct.dfs.core.windows.net/x", "file:/tmp/x", "file:///tmp/x"]
+    "uri",
+    ["s3a://bucket/lake/rates", "abfss://c@acct.dfs.core.windows.net/x", "file:/tmp/x", "file:///tmp/x"],
 )
 def test_uris_pass_through_untouched(uri: str) -> None:
     assert resolve_path(uri) == uri

@@ -54,7 +54,11 @@ def test_a_negative_batch_id_is_refused_and_creates_nothing(spark: SparkSession,
     pending, sink = tmp_path / "pending", tmp_path / "sink"
     with pytest.raises(InvalidInputError, match="batch id must be >= 0, got -1"):
         asof_join_with_grace(
-            stream(spark, [("k", 1)]), store, grace=GRACE, pending_path=str(pending), sink_path=str(sink),
+            stream(spark, [("k", 1)]),
+            store,
+            grace=GRACE,
+            pending_path=str(pending),
+            sink_path=str(sink),
             batch_id=-1,
         )
     assert not pending.exists() and not sink.exists()
