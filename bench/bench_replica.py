@@ -16,13 +16,15 @@ rows, applied row by row from the Change Data Feed, as every shard's replica is)
   when nothing is pending, without its batch plan). The replica sees from the commit infos that the range
   only inserted rows and appends them.
 
-Finally the large store's table is restored from nothing into a fresh replica of each kind (timed) and
-compared with that kind's incremental syncs. A tiny store is synced every way first (untimed), so no
-timed sync pays the JVM's first use of a path. Each timed call runs in its own Spark job group: the
-results give its job count and the replica commit's ``operationMetrics``.
+Each round (``--rounds``, default 3) applies both change sets and times every replica's sync of each; then
+an untimed ``seal()`` and sync leave nothing pending for the next round. Finally the large store's table is
+restored from nothing into ``--rounds`` fresh replicas of each kind (timed). Every figure is the median
+run, and each kind's incremental syncs are compared with its cold restore. A tiny store is synced every
+way first (untimed), so no timed sync pays the JVM's first use of a path. Each timed call runs in its own
+Spark job group: the results give its job count and the replica commit's ``operationMetrics``.
 
 Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000
---versions 10 --changed 50000]``; writes ``bench/RESULTS_replica.md``.
+--versions 10 --changed 50000 --rounds 3]``; writes ``bench/RESULTS_replica.md``.
 """
 
 from __future__ import annotations
@@ -114,6 +116,11 @@ def timed(spark: SparkSession, group: str, fn) -> tuple[float, object, int]:
     return time.perf_counter() - start, out, jobs
 
 
+def middle(runs: list[tuple]) -> tuple:
+    """The run of median seconds among ``timed`` results (the upper one of an even number)."""
+    return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+
+
 def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
     """Operation and selected ``operationMetrics`` of the newest commit of the table at ``path``."""
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
@@ -157,6 +164,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--changed", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs of each sync and restore")
     args = parser.parse_args()
     settings = load_settings("local", overrides={"log_level": "ERROR", "driver_memory": "3g"})
     spark = get_spark({"spark.ui.enabled": "false"}, settings)
@@ -171,15 +179,24 @@ def main() -> None:
                 for i, (_, shard) in enumerate(KINDS)
             ]
             restores = [timed(spark, f"restore_{name}_{i}", r.sync)[0] for i, r in enumerate(replicas)]
-            store.put_all(
-                change_set(spark, args.changed, args.versions * STEP_S), batch_id=1, sequence_by="seq"
-            )
-            store.seal()  # the pending versions into their segments: the MERGE a sync must mirror
-            merges = [timed(spark, f"merge_{name}_{i}", r.sync) for i, r in enumerate(replicas)]
-            merge_commits = [last_commit(spark, r.path) for r in replicas]
-            append_versions(spark, store.path, 2 * args.changed, (args.versions + 1) * STEP_S, 2)
-            appends = [timed(spark, f"append_{name}_{i}", r.sync) for i, r in enumerate(replicas)]
-            append_commits = [last_commit(spark, r.path) for r in replicas]
+            merge_runs: list[list[tuple]] = [[] for _ in KINDS]
+            append_runs: list[list[tuple]] = [[] for _ in KINDS]
+            for n in range(args.rounds):
+                at_s = (args.versions + 3 * n) * STEP_S
+                store.put_all(change_set(spark, args.changed, at_s), batch_id=1 + 2 * n, sequence_by="seq")
+                store.seal()  # the pending versions into their segments: the MERGE a sync must mirror
+                for i, r in enumerate(replicas):
+                    merge_runs[i].append(timed(spark, f"merge_{name}_{n}_{i}", r.sync))
+                merge_commits = [last_commit(spark, r.path) for r in replicas]
+                append_versions(spark, store.path, 2 * args.changed, at_s + STEP_S, 2 + 2 * n)
+                for i, r in enumerate(replicas):
+                    append_runs[i].append(timed(spark, f"append_{name}_{n}_{i}", r.sync))
+                append_commits = [last_commit(spark, r.path) for r in replicas]
+                store.seal()  # untimed: the next round starts with nothing pending
+                for r in replicas:
+                    r.sync()
+            merges = [middle(runs) for runs in merge_runs]
+            appends = [middle(runs) for runs in append_runs]
             for i in range(len(KINDS)):
                 results[(name, i)] = (
                     args.keys * versions,
@@ -193,8 +210,11 @@ def main() -> None:
         large = VersionedStore.open(spark, str(root / "large_src"))
         colds = []
         for i, (_, shard) in enumerate(KINDS):
-            cold = Replica.create(spark, large.path, str(root / f"large_cold_{i}"), shard)
-            colds.append(timed(spark, f"cold_{i}", cold.sync))
+            runs = []
+            for n in range(args.rounds):
+                cold = Replica.create(spark, large.path, str(root / f"large_cold_{i}_{n}"), shard)
+                runs.append(timed(spark, f"cold_{i}_{n}", cold.sync))
+            colds.append(middle(runs))
         write(args, results, colds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -208,11 +228,12 @@ def write(args, results, colds) -> None:
         "# Replica benchmark (issue 13)",
         "",
         "Command: `flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py "
-        f"--keys {args.keys} --versions {args.versions} --changed {args.changed}`",
+        f"--keys {args.keys} --versions {args.versions} --changed {args.changed} --rounds {args.rounds}`",
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores); {sys.version.split()[0]}",
         "",
-        f"Each change set changes {2 * args.changed:,} rows of the store. `rows` is what the sync reports: "
+        f"Each change set changes {2 * args.changed:,} rows of the store. Every time is the median of "
+        f"{args.rounds} runs (the run shown). `rows` is what the sync reports: "
         "change rows applied (row-level), or the live rows of the files added and removed (file-level).",
         "",
         "| replica | store rows | initial restore (s) | change set | sync (s) | rows "
