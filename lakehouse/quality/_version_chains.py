@@ -20,6 +20,13 @@ start before it. A key whose versions leave a gap is not a chain, allowed or not
 neither is a key with a NULL ``valid_from`` or a row that breaks a row rule. An uncertified key is not
 necessarily broken: the exact check decides.
 
+An incremental check may give the aggregate only a changed key's versions from the segments a change can
+reach (:mod:`lakehouse.quality._incremental`): a suffix of its versions in ``valid_from`` order. A suffix
+of a chain is a chain (its versions still end where the next one starts, down to the open one), and a
+suffix certified as a chain breaks no rule among all of the key's versions (that module's argument: the
+window over the suffix flags what the window over all of them flags). A suffix with a gap, allowed or not,
+is not certified and goes to the exact window pass, over the same suffix.
+
 The aggregate keeps four values per key (what the map side's hash table holds for every key): the
 multisets' two sums, the smallest ``valid_from`` and one count in which an open version adds 1 and a
 version breaking a rule adds 2, so it is 1 exactly when one version is open and none is broken.

@@ -5,7 +5,8 @@ read at its current version (recorded with the results), reduced to its rule-bre
 a versioned store's is a per-key aggregate, then a window over the keys it cannot certify), and validated
 by Great Expectations; nothing of the table is collected to the driver (at most 200
 offending rows per rule, of which 5 keys are kept). A versioned store with a passed check in the results
-table is checked incrementally: the keys changed since (:mod:`lakehouse.quality._incremental`).
+table is checked incrementally: the keys changed since, read from the segments a change can reach
+(:mod:`lakehouse.quality._incremental`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from lakehouse.quality import assignment, dedup, enriched, versioned
 from lakehouse.quality._incremental import changed_keys
 from lakehouse.quality.rules import TableCheck, no_violations
 from lakehouse.quality.versioned import versioned_violations
+from lakehouse.versioned.segments import segments_from
 from lakehouse.versioned.settings import StoreSettings
 from lakehouse.versioned.store import APP_ID as VERSIONED_APP_ID
 from lakehouse.versioned.store import VersionedStore
@@ -72,13 +73,19 @@ def _versioned(
     horizon_us = store.horizon_us_at(version)
     table = store.versions(version)  # the versions, pending ones resolved, as every read sees them
     kind, rules = versioned.KIND, versioned.versioned_rules(bound)
-    changes = None if since is None else changed_keys(spark, path, list(settings.keys), since, version, bound)
+    changes = (
+        None
+        if since is None
+        else changed_keys(spark, path, settings, since, version, bound, store.horizon_us_at(since))
+    )
     if changes is None or changes.full_because is not None:
         scope = "full" if changes is None else f"full: {changes.full_because}"
         return TableCheck(kind, rules, versioned_violations(table, settings, bound, horizon_us), scope)
     scope = f"incremental since version {since}: {changes.count:,} keys"
     if changes.keys is None or changes.count == 0:
         return TableCheck(kind, rules, no_violations(spark), scope)
+    if changes.from_segment is not None:  # nothing pending: the versions are the table's rows
+        table = table.where(segments_from(changes.from_segment * settings.interval_us, settings.interval_us))
     changed = versioned.rows_of_keys(table, changes.keys, list(settings.keys), changes.count)
     return TableCheck(kind, rules, versioned_violations(changed, settings, bound, horizon_us), scope)
 

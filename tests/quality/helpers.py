@@ -108,6 +108,15 @@ def drop_segment_files(path: str, segment: int) -> list[Path]:
     return files
 
 
+def garble_segment_files(path: str, segments: range) -> list[Path]:
+    """Overwrite the data files of ``segments`` in place with bytes that are not Parquet (no commit, the
+    same names): a read that opens one fails, a listing still finds them."""
+    files = sorted(file for s in segments for file in (Path(path) / f"segment={s}").glob("*.parquet"))
+    for file in files:
+        file.write_bytes(b"not parquet")
+    return files
+
+
 def duplicate_active(spark: SparkSession, assignment_path: str, generation: int) -> str:
     """Append one active row of ``generation`` again (a replayed append); returns its task."""
     table = spark.read.format("delta").load(assignment_path)
