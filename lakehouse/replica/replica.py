@@ -65,6 +65,8 @@ APP_ID = "lakehouse.replica"
 SOURCE_ID_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.source_id"
 SHARD_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.shard"
 CDF_PROPERTY = "delta.enableChangeDataFeed"
+# A table with column mapping writes its data files with physical column names its metadata maps.
+COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 DEFAULT_MAX_LAG = timedelta(days=7)
 # Operations on a replica that change no rows; any other commit must be the replica's own.
 _MAINTENANCE = {"VACUUM START", "VACUUM END", "OPTIMIZE", "ADD COLUMNS", "SET TBLPROPERTIES", "CREATE TABLE"}
@@ -108,6 +110,7 @@ class Replica:
         self._source: tuple[SourceKind, tuple[str, ...]] | None = None
         self._source_id_now = source_id
         self._source_metadata: str | None = None  # the source metadata's JSON that _source was read from
+        self._source_properties: dict[str, str] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -145,6 +148,8 @@ class Replica:
         metadata = delta_ops.table_metadata(spark, source_path)
         properties = dict(metadata.properties)
         kind = source_kind(source_path, properties)
+        if shard is None:
+            _require_file_level(source_path, properties)
         if properties.get(CDF_PROPERTY) != "true":
             if not enable_change_data_feed:
                 raise ChangeDataFeedDisabledError(source_path)
@@ -331,6 +336,7 @@ class Replica:
                 source_kind(self.source_path, dict(metadata.properties)),
                 metadata.partition_columns,
             )
+            self._source_properties = dict(metadata.properties)
             self._source_metadata = text
         return self._source_id_now
 
@@ -536,6 +542,7 @@ class Replica:
     ) -> int:
         """One replica commit replaying the file actions of source versions ``first .. last`` (a whole-table
         replica: its files are the source's); returns the rows of the files added and removed."""
+        _require_file_level(self.source_path, self._source_properties)
         found = _files.changes(self.spark, self.source_path, first, last)
         self._add_new_columns(snapshot_schema(latest_snapshot(self.spark, self.source_path)))
         _files.copy_files(self.spark, self.source_path, self.path, found.actions, found.held)
@@ -554,6 +561,7 @@ class Replica:
         A replica whose partitioning is not the source's (the source was replaced by another table) is
         first emptied with the source's schema and partitioning, in a commit of its own that records no
         checkpoint and is not a sync's (so a crash before the copy commits leads to a rebuild)."""
+        _require_file_level(self.source_path, self._source_properties)
         if delta_ops.table_metadata(self.spark, self.path).partition_columns != partitions:
             empty = rows.limit(0).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             empty.partitionBy(*partitions).save(self.path)
@@ -630,6 +638,17 @@ class Replica:
         """A missing file must fail the read, never be skipped silently."""
         with delta_ops.session_confs(self.spark, {_IGNORE_MISSING_FILES: "false"}):
             yield
+
+
+def _require_file_level(source_path: str, properties: dict[str, str]) -> None:
+    """Refuse (``InvalidInputError``) a whole-table replica of a source whose data files it cannot copy:
+    one with column mapping (its files name columns by physical names only its own metadata maps)."""
+    mode = properties.get(COLUMN_MAPPING_PROPERTY, "none")
+    if mode != "none":
+        raise InvalidInputError(
+            f"{source_path} uses column mapping ({COLUMN_MAPPING_PROPERTY} = {mode}): a replica of the whole "
+            "table copies its data files and cannot; replicate it by rows with shard=Shard(0, 1) (or by task)"
+        )
 
 
 def _missing_changes(error: Exception) -> bool:

@@ -11,6 +11,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse.commit_log import snapshot_files
+from lakehouse.errors import InvalidInputError
 from lakehouse.replica import Replica, ReplicaReinitializedWarning
 from lakehouse.versioned import VersionedStore
 from tests.replica.helpers import assert_equals_source
@@ -116,3 +117,26 @@ def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_th
         assert replica.sync().restored
     assert file_set(spark, replica.path) == file_set(spark, store.path)
     assert_equals_source(replica)
+
+
+def test_a_whole_table_replica_of_a_column_mapped_source_is_refused_in_one_line_writing_nothing(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    before = DeltaTable.forPath(spark, replica.path).history(1).first()["version"]
+    # Column mapping: the source's files name their columns by physical names only its metadata maps, so
+    # copies of them in a table without that mapping would read as NULLs. A sync must refuse, not copy.
+    spark.sql(f"ALTER TABLE delta.`{store.path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    with pytest.raises(InvalidInputError, match="column mapping") as refused:
+        replica.sync()
+    assert "\n" not in str(refused.value)
+    assert DeltaTable.forPath(spark, replica.path).history(1).first()["version"] == before
+    with pytest.raises(InvalidInputError, match="shard=Shard"):
+        Replica.create(spark, store.path, str(tmp_path / "r2"))
+    # By rows it works: a replica of Shard(0, 1) holds every row.
+    rows = Replica.create(spark, store.path, str(tmp_path / "r3"), (0, 1))
+    rows.sync()
+    assert_equals_source(rows)
