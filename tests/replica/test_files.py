@@ -30,6 +30,15 @@ def file_set(spark: SparkSession, path: str) -> set[tuple[str, str | None]]:
     }
 
 
+def one_key_store_and_replica(spark: SparkSession, tmp_path) -> tuple[VersionedStore, Replica]:
+    """A store of one version of key "a" and a whole-table replica restored from it."""
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0)], 0)
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica.sync()
+    return store, replica
+
+
 def modified_times(path: str, files: set[tuple[str, str | None]]) -> dict[str, int]:
     """The modification time (ns) of each data file of ``files`` under the table at ``path``."""
     return {name: os.stat(os.path.join(path, unquote(name))).st_mtime_ns for name, _ in files}
@@ -78,10 +87,7 @@ def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_
 def test_a_whole_table_replica_built_row_by_row_is_rebuilt_from_the_source_files(
     spark: SparkSession, tmp_path
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
-    replica.sync()
+    store, replica = one_key_store_and_replica(spark, tmp_path)
     # What an earlier lakehouse wrote: the same rows in files of the replica's own, a sync's metadata
     # without the file marker (replaying the source's file actions onto these files would be wrong).
     rows = spark.read.format("delta").load(store.path)
@@ -122,10 +128,7 @@ def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_th
 def test_a_whole_table_replica_of_a_column_mapped_source_is_refused_in_one_line_writing_nothing(
     spark: SparkSession, tmp_path
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
-    replica.sync()
+    store, replica = one_key_store_and_replica(spark, tmp_path)
     before = DeltaTable.forPath(spark, replica.path).history(1).first()["version"]
     # Column mapping: the source's files name their columns by physical names only its metadata maps, so
     # copies of them in a table without that mapping would read as NULLs. A sync must refuse, not copy.
