@@ -65,8 +65,10 @@ APP_ID = "lakehouse.replica"
 SOURCE_ID_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.source_id"
 SHARD_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.shard"
 CDF_PROPERTY = "delta.enableChangeDataFeed"
-# A table with column mapping writes its data files with physical column names its metadata maps.
+# Features whose data files only the table's own metadata reads right: column mapping (physical column
+# names) and type widening (files written before a column's type was widened).
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
+TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
 DEFAULT_MAX_LAG = timedelta(days=7)
 # Operations on a replica that change no rows; any other commit must be the replica's own.
 _MAINTENANCE = {"VACUUM START", "VACUUM END", "OPTIMIZE", "ADD COLUMNS", "SET TBLPROPERTIES", "CREATE TABLE"}
@@ -642,12 +644,16 @@ class Replica:
 
 def _require_file_level(source_path: str, properties: dict[str, str]) -> None:
     """Refuse (``InvalidInputError``) a whole-table replica of a source whose data files it cannot copy:
-    one with column mapping (its files name columns by physical names only its own metadata maps)."""
+    one with column mapping (its files name columns by physical names only its own metadata maps) or type
+    widening (files of a column's older type, read as the new one only by the source's metadata)."""
     mode = properties.get(COLUMN_MAPPING_PROPERTY, "none")
-    if mode != "none":
+    found = f"column mapping ({COLUMN_MAPPING_PROPERTY} = {mode})" if mode != "none" else None
+    if found is None and properties.get(TYPE_WIDENING_PROPERTY) == "true":
+        found = f"type widening ({TYPE_WIDENING_PROPERTY} = true)"
+    if found is not None:
         raise InvalidInputError(
-            f"{source_path} uses column mapping ({COLUMN_MAPPING_PROPERTY} = {mode}): a replica of the whole "
-            "table copies its data files and cannot; replicate it by rows with shard=Shard(0, 1) (or by task)"
+            f"{source_path} uses {found}: a replica of the whole table copies its data files and cannot; "
+            "replicate it by rows with shard=Shard(0, 1) (or by task)"
         )
 
 

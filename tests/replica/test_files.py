@@ -125,7 +125,7 @@ def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_th
     assert_equals_source(replica)
 
 
-def test_a_whole_table_replica_of_a_column_mapped_source_is_refused_in_one_line_writing_nothing(
+def test_a_whole_table_replica_of_a_column_mapped_or_type_widened_source_is_refused_writing_nothing(
     spark: SparkSession, tmp_path
 ) -> None:
     store, replica = one_key_store_and_replica(spark, tmp_path)
@@ -139,6 +139,10 @@ def test_a_whole_table_replica_of_a_column_mapped_source_is_refused_in_one_line_
     assert DeltaTable.forPath(spark, replica.path).history(1).first()["version"] == before
     with pytest.raises(InvalidInputError, match="shard=Shard"):
         Replica.create(spark, store.path, str(tmp_path / "r2"))
+    widened = create_store(spark, str(tmp_path / "widened"), RETENTION_MS, INTERVAL_MS)
+    spark.sql(f"ALTER TABLE delta.`{widened.path}` SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    with pytest.raises(InvalidInputError, match="type widening"):
+        Replica.create(spark, widened.path, str(tmp_path / "r4"))
     # By rows it works: a replica of Shard(0, 1) holds every row.
     rows = Replica.create(spark, store.path, str(tmp_path / "r3"), (0, 1))
     rows.sync()
