@@ -1,4 +1,9 @@
-"""The quality results table: one row per expectation per run (``schemas/quality_results.json``)."""
+"""The quality results table: one row per expectation per run (``schemas/quality_results.json``).
+
+Each run's commit also records, as commit-log state (:mod:`lakehouse.commit_log`: in every commit's
+metadata, kept through log cleanup), the newest passed check of every table checked so far: an incremental
+check finds where to start from the log on the driver, without reading the results.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,19 @@ from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import CommitLog, append_to_table
 from lakehouse.schemas import load_schema
+from lakehouse.times import from_micros, micros
 
 if TYPE_CHECKING:
     from lakehouse.quality.job import TableVerdict
 
 KIND = "quality_results"
 APP_ID = "lakehouse.quality"
+#: Commit-log state: table path -> [version, run time in epoch microseconds] of its newest passed check.
+PASSED = "passed"
 
 
 def append_results(
@@ -46,7 +53,12 @@ def append_results(
         for verdict in verdicts
         for result in verdict.results
     ]
-    options = CommitLog(spark, path, APP_ID).writer_options(None, {}, run_id=run_id, tables=len(verdicts))
+    log = _log(spark, path)
+    passed = dict(log.read().state.get(PASSED, {}))
+    for verdict in verdicts:
+        if verdict.success:
+            passed[verdict.path] = [verdict.version, micros(run_time)]
+    options = log.writer_options(None, {PASSED: passed}, run_id=run_id, tables=len(verdicts))
     frame = spark.createDataFrame(rows, schema).coalesce(1)
     append_to_table(frame, path, options)
 
@@ -61,22 +73,18 @@ class PassedCheck:
 
 def last_passes(spark: SparkSession, path: str, tables: Sequence[str]) -> dict[str, PassedCheck]:
     """The newest passed check of each of ``tables`` recorded in the results table at ``path`` (none
-    for a table without one, or when the results table does not exist yet): one small Spark job."""
+    for a table without one, or when the results table does not exist yet): read from the table's
+    commit-log state on the driver, no Spark job. Concurrent runs cannot lose a newer pass to an older one
+    (state fields only grow: the newest version wins)."""
     if not tables or not DeltaTable.isDeltaTable(spark, path):
         return {}
-    checks = (
-        spark.read.format("delta")
-        .load(path)
-        .where(F.col("table_path").isin(list(tables)))
-        .groupBy("table_path", "run_id", "table_version", "run_time")
-        .agg(F.min(F.col("success").cast("int")).alias("passed"))
-    )
-    newest = (
-        checks.where(F.col("passed") == 1)
-        .groupBy("table_path")
-        .agg(F.max(F.struct("table_version", "run_time")).alias("newest"))
-    )
+    passed = _log(spark, path).read().state.get(PASSED, {})
     return {
-        row["table_path"]: PassedCheck(int(row["newest"]["table_version"]), row["newest"]["run_time"])
-        for row in newest.collect()
+        table: PassedCheck(int(passed[table][0]), from_micros(int(passed[table][1])))
+        for table in tables
+        if table in passed
     }
+
+
+def _log(spark: SparkSession, path: str) -> CommitLog:
+    return CommitLog(spark, path, APP_ID, state_fields=(PASSED,))
