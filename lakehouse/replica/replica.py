@@ -109,10 +109,8 @@ class Replica:
         self.source_id = source_id
         #: Called with a step name after each replica commit of ``sync``; crash-injection tests raise here.
         self._after_commit: Any = lambda step: None
-        self._source: tuple[SourceKind, tuple[str, ...]] | None = None
-        self._source_id_now = source_id
-        self._source_metadata: str | None = None  # the source metadata's JSON that _source was read from
-        self._source_properties: dict[str, str] = {}
+        #: The source's newest metadata as last read: its JSON, the metadata and the kind it makes.
+        self._source: tuple[str, delta_ops.TableMetadata, SourceKind] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -276,7 +274,7 @@ class Replica:
         problem = self._replica_problem(before)
         if before is None or problem is not None:
             # A checkpoint never goes back, unless the source was replaced (its versions restart).
-            same_source = self._source_id_now == self.source_id
+            same_source = self._current_source_id() == self.source_id
             at = max(target, before) if same_source and before is not None else target
             return self._rebuild(at, before, problem, started)
         if before >= target:
@@ -331,22 +329,23 @@ class Replica:
     def _current_source_id(self) -> str:
         """The source table's id now (its newest metadata, which also refreshes what :meth:`_kind` knows)."""
         text = str(latest_snapshot(self.spark, self.source_path).metadata().json())
-        if text != self._source_metadata:  # converted only when it changed (a py4j call per property)
+        # Converted to Python only when it changed: that costs a py4j call per property.
+        if self._source is None or text != self._source[0]:
             metadata = delta_ops.table_metadata(self.spark, self.source_path)
-            self._source_id_now = metadata.id
-            self._source = (
-                source_kind(self.source_path, dict(metadata.properties)),
-                metadata.partition_columns,
-            )
-            self._source_properties = dict(metadata.properties)
-            self._source_metadata = text
-        return self._source_id_now
+            self._source = (text, metadata, source_kind(self.source_path, dict(metadata.properties)))
+        return self._source[1].id
 
-    def _kind(self) -> SourceKind:
+    def _source_metadata(self) -> delta_ops.TableMetadata:
+        """The source's metadata as :meth:`_current_source_id` last read it (reading it if never)."""
         if self._source is None:
             self._current_source_id()
         assert self._source is not None
-        return self._source[0]
+        return self._source[1]
+
+    def _kind(self) -> SourceKind:
+        self._source_metadata()
+        assert self._source is not None
+        return self._source[2]
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
         """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
@@ -400,8 +399,7 @@ class Replica:
         options = delta_ops.commit_options(
             *self._commit(commits, kind, target, "restore", source_id if moves else None)
         )
-        assert self._source is not None
-        partitions = self._source[1]
+        partitions = self._source_metadata().partition_columns
         try:
             with self._no_missing_files():
                 if self.shard is None:
@@ -544,7 +542,7 @@ class Replica:
     ) -> int:
         """One replica commit replaying the file actions of source versions ``first .. last`` (a whole-table
         replica: its files are the source's); returns the rows of the files added and removed."""
-        _require_file_level(self.source_path, self._source_properties)
+        _require_file_level(self.source_path, self._source_metadata().properties)
         found = _files.changes(self.spark, self.source_path, first, last)
         self._add_new_columns(snapshot_schema(latest_snapshot(self.spark, self.source_path)))
         _files.copy_files(self.spark, self.source_path, self.path, found.actions, found.held)
@@ -563,7 +561,7 @@ class Replica:
         A replica whose partitioning is not the source's (the source was replaced by another table) is
         first emptied with the source's schema and partitioning, in a commit of its own that records no
         checkpoint and is not a sync's (so a crash before the copy commits leads to a rebuild)."""
-        _require_file_level(self.source_path, self._source_properties)
+        _require_file_level(self.source_path, self._source_metadata().properties)
         if delta_ops.table_metadata(self.spark, self.path).partition_columns != partitions:
             empty = rows.limit(0).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             empty.partitionBy(*partitions).save(self.path)
