@@ -47,6 +47,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.util import inheritable_thread_target
 
 from lakehouse.errors import (
     ConcurrentWriteError,
@@ -81,6 +83,8 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _RECENT_COMMITS = 20
+#: A prepared append's commit (:func:`prepare_append`): makes it, or does nothing if there is none to make.
+Commit = Callable[[], None]
 #: At most this many commit infos are read file by file on the driver (see :func:`commit_infos`).
 _DRIVER_READS = 50
 #: State field of a fenced log: the last batch id of each writer ("" for the unnamed one).
@@ -356,14 +360,32 @@ class CommitLog:
         :func:`append_to_table`), creating the table if it does not exist. Writers that create the table at
         the same moment race for its first commit; the loser's append is retried once (it is idempotent:
         Delta skips it if the batch is there)."""
+        self.planned_append(frame, batch_id, state, **extra)()()
+
+    def planned_append(
+        self,
+        frame: DataFrame,
+        batch_id: int | None,
+        state: Mapping[str, Any],
+        **extra: Any,
+    ) -> Callable[[], Commit]:
+        """:meth:`append` in two steps: its options are fixed now (in this thread), the returned function
+        writes ``frame``'s files (:func:`prepare_append`, in any thread) and returns the commit, which makes
+        the append (retried as :meth:`append` retries it)."""
         options = self.writer_options(batch_id, state, **extra)
-        for attempt in range(2):
-            try:
-                append_to_table(frame, self.path, options)
-                return
-            except ProtocolChangedException:
-                if attempt:
-                    raise
+
+        def write() -> Commit:
+            commit = prepare_append(frame, self.path, options)
+
+            def commit_retrying() -> None:
+                try:
+                    commit()
+                except ProtocolChangedException:  # another writer created the table first: append again
+                    append_to_table(frame, self.path, options)
+
+            return commit_retrying
+
+        return write
 
     def session(
         self,
@@ -503,14 +525,15 @@ def append_to_table(frame: DataFrame, path: str, options: Mapping[str, str]) -> 
     Falls back to the writer itself, which creates tables and enforces or evolves schemas, when the table
     does not exist yet or ``frame``'s columns are not exactly the table's (names and types).
     """
-    commit = _prepared_append(frame, path, options)
-    if commit is not None:
-        commit()
+    prepare_append(frame, path, options)()
 
 
-def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> Callable[[], None] | None:
-    """:func:`append_to_table` up to its commit: the files are written (or the writer has appended them);
-    returns the commit to make, None when there is none left to make."""
+def prepare_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> Commit:
+    """:func:`append_to_table` up to its commit: writes ``frame``'s files into the table's folder (a Spark
+    job; nothing is committed) and returns the commit to make. When the writer itself must append (no
+    table yet, other columns) nothing is written now and the commit is the writer's whole append; when the
+    ``txnVersion`` is recorded already nothing is written and the commit does nothing (as the writer
+    skips it). Files of a commit never made are not part of the table (VACUUM removes them)."""
     spark = frame.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -518,11 +541,10 @@ def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) ->
     txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
     table_schema = snapshot_schema(txn.snapshot())
     if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
-        frame.write.format("delta").mode("append").options(**options).save(path)
-        return None
+        return lambda: frame.write.format("delta").mode("append").options(**options).save(path)
     actions = _fenced_txn_actions(spark, txn, options)
     if actions is None:
-        return None  # Delta's writer skips it too: the batch is there
+        return lambda: None  # Delta's writer skips it too: the batch is there
     passed = jvm.java.util.HashMap()
     for key, value in options.items():
         if key not in ("txnAppId", "txnVersion", "userMetadata"):
@@ -533,6 +555,22 @@ def _prepared_append(frame: DataFrame, path: str, options: Mapping[str, str]) ->
     actions.addAll(scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer))))
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
+
+
+def prepare_concurrently(prepares: Sequence[Callable[[], Commit]]) -> list[Commit]:
+    """Run ``prepares`` (each writes files and returns its commit, as :func:`prepare_append` does) at the
+    same time, one thread each, so that their Spark write jobs share the cores; returns the commits in the
+    order of ``prepares``, for the caller to make in its own order.
+
+    Waits for every one of them. Raises the first failure, in that order (nothing is committed: the files
+    already written are no part of any table).
+    """
+    if len(prepares) <= 1:
+        return [prepare() for prepare in prepares]
+    with ThreadPoolExecutor(max_workers=len(prepares), thread_name_prefix="lakehouse-append") as pool:
+        futures = [pool.submit(inheritable_thread_target(prepare)) for prepare in prepares]
+        wait(futures)
+    return [future.result() for future in futures]
 
 
 def commit_file_actions(

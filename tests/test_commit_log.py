@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,12 @@ from pyspark.sql import types as T
 
 from lakehouse.commit_log import (
     CommitLog,
-    _prepared_append,
     append_to_table,
     commit_infos,
     latest_snapshot,
     parse_metadata,
+    prepare_append,
+    prepare_concurrently,
     recorded_txn,
 )
 from lakehouse.delta_ops import ensure_table
@@ -260,10 +262,45 @@ def test_append_to_table_fails_when_another_commit_of_its_app_id_landed_first(
 ) -> None:
     ensure_table(spark, table_path, SCHEMA)
     options = CommitLog(spark, table_path, APP).writer_options(1, {})
-    first = _prepared_append(spark.createDataFrame([(1, 0)], SCHEMA), table_path, options)
-    second = _prepared_append(spark.createDataFrame([(2, 0)], SCHEMA), table_path, options)
-    assert first is not None and second is not None  # both planned before either committed
+    first = prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), table_path, options)
+    second = prepare_append(spark.createDataFrame([(2, 0)], SCHEMA), table_path, options)
     first()
     with pytest.raises(ConcurrentTransactionException):
         second()
     assert _rows(spark, table_path) == [(1, 0)]
+
+
+def test_prepare_concurrently_writes_every_append_and_leaves_the_commits_to_the_caller(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    for path in (first, second):
+        ensure_table(spark, path, SCHEMA)
+    commits = prepare_concurrently(
+        [
+            lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), first, {}),
+            lambda: prepare_append(spark.createDataFrame([(2, 0)], SCHEMA), second, {}),
+        ]
+    )
+    assert _rows(spark, first) == [] and _rows(spark, second) == []  # written, not committed
+    commits[1]()
+    assert _rows(spark, first) == [] and _rows(spark, second) == [(2, 0)]
+    commits[0]()
+    assert _rows(spark, first) == [(1, 0)]
+
+
+def test_prepare_concurrently_raises_a_failed_write_and_nothing_is_committed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "table")
+    ensure_table(spark, path, SCHEMA)
+
+    def failing() -> Callable[[], None]:
+        raise InvalidInputError("bad batch")
+
+    with pytest.raises(InvalidInputError, match="bad batch"):
+        prepare_concurrently(
+            [lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), path, {}), failing]
+        )
+    assert _rows(spark, path) == []
+    assert int(latest_snapshot(spark, path).version()) == 0

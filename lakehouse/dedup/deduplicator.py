@@ -71,10 +71,12 @@ from lakehouse.catalog import lakehouse_properties, path_exists
 from lakehouse.commit_log import (
     CONFLICTS,
     INPUT_FINGERPRINT,
+    Commit,
     CommitLog,
-    append_to_table,
     hashable_columns,
     input_fingerprint,
+    prepare_append,
+    prepare_concurrently,
     require_writer_name,
 )
 from lakehouse.dedup import _resolve
@@ -275,8 +277,9 @@ class Deduplicator:
         """``apply`` and append the forwarded records to the Delta table ``sink``, exactly once.
 
         Commits, in this order: the index (skipped on replay), the quarantine if any, the sink append
-        (``txnAppId``/``txnVersion`` = this index's id and ``batch_id``: skipped if already written). A crash
-        between any two is repaired by running the same batch again.
+        (``txnAppId``/``txnVersion`` = this index's id and ``batch_id``: skipped if already written). Their
+        files are written first, at the same time; nothing is committed if any write fails. A crash
+        between any two commits is repaired by running the same batch again.
 
         Raises:
             SchemaMismatchError: the sink exists and lacks a column of ``df`` or has it with another type
@@ -285,14 +288,15 @@ class Deduplicator:
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
-        sink_app_id = self._sink_app_id_of_index()
-        resolved, stats = self._apply(df, batch_id)
-        rows = _forwarded(resolved, df.columns)
-        if stats.replayed or stats.late or stats.null_ids:
-            rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
-        sink_log = CommitLog(self.spark, sink, sink_app_id, writer=self.writer)
-        sink_log.append(_few_files(rows, stats.forwarded), batch_id, {}, index=self.path)
-        self._after_commit("sink")
+        sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
+
+        def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
+            rows = _forwarded(resolved, df.columns)
+            if stats.replayed or stats.late or stats.null_ids:
+                rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
+            return sink_log.planned_append(_few_files(rows, stats.forwarded), batch_id, {}, index=self.path)
+
+        _, stats = self._apply(df, batch_id, sink_append)
         self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
         return self._stats
 
@@ -317,7 +321,14 @@ class Deduplicator:
         )
 
     # ------------------------------------------------------------------ internals
-    def _apply(self, df: DataFrame, batch_id: int | None) -> tuple[DataFrame, DedupStats]:
+    def _apply(
+        self,
+        df: DataFrame,
+        batch_id: int | None,
+        sink_append: Callable[[DataFrame, DedupStats], Callable[[], Commit]] | None = None,
+    ) -> tuple[DataFrame, DedupStats]:
+        """Decide the batch and commit it: the index (a new batch id only), the quarantine (if any), then
+        the sink (when ``sink_append`` plans its append from the decided rows and the stats)."""
         self._check_input(df)
         new, version, stream_times, committed = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
@@ -335,13 +346,19 @@ class Deduplicator:
         stats = _stats(batch_id, not new, summary)
         if not new:
             self._log.check_replay(batch_id, committed, _input_record(stats, summary))
+        # Every append's files are written at the same time (their write jobs share the cores); the commits
+        # follow one by one, in the order a re-run of a crashed batch repairs.
+        appends: dict[str, Callable[[], Commit]] = {}
         if new:
             self._check_writable()
-            self._commit(resolved, batch_id, version, stream_times, summary, stats)
-            self._after_commit("index")
+            appends["index"] = self._index_append(resolved, batch_id, version, stream_times, summary, stats)
         if self.settings.quarantine_path is not None:
-            self._write_quarantine(resolved, batch_id, stats.duplicates)
-            self._after_commit("quarantine")
+            appends["quarantine"] = self._quarantine_append(resolved, batch_id, stats.duplicates)
+        if sink_append is not None:
+            appends["sink"] = sink_append(resolved, stats)
+        for step, commit in zip(appends, prepare_concurrently(list(appends.values())), strict=True):
+            commit()
+            self._after_commit(step)
         self._stats = stats
         return resolved, stats
 
@@ -411,7 +428,7 @@ class Deduplicator:
         )
         return self.spark.createDataFrame([], empty)
 
-    def _commit(
+    def _index_append(
         self,
         resolved: DataFrame,
         batch_id: int | None,
@@ -419,9 +436,10 @@ class Deduplicator:
         stream_times: dict[int, int],
         summary: list[Row],
         stats: DedupStats,
-    ) -> None:
-        """Commit the batch's new entries and stream times: one fenced append (recording the batch id also
-        when it saves nothing).
+    ) -> Callable[[], Commit]:
+        """The append of the batch's new entries and stream times: one fenced append (recording the batch id
+        also when it saves nothing), planned now; the function returned writes its files and returns the
+        commit.
 
         A new entry cannot equal a stored row (a record is saved only after its id's entry expired, see the
         module doc), so the append reads nothing of the index. Fails with ``ConcurrentWriteError``, writing
@@ -450,8 +468,17 @@ class Deduplicator:
         if saved_us:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
         options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
-        with self._log.committing(read_version, step):
-            append_to_table(entries, self.path, options)
+
+        def write() -> Commit:
+            commit = prepare_append(entries, self.path, options)
+
+            def fenced() -> None:
+                with self._log.committing(read_version, step):
+                    commit()
+
+            return fenced
+
+        return write
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
@@ -494,7 +521,10 @@ class Deduplicator:
         self._with_ids.add(path)
         return bool(missing)
 
-    def _write_quarantine(self, resolved: DataFrame, batch_id: int | None, duplicates: int) -> None:
+    def _quarantine_append(
+        self, resolved: DataFrame, batch_id: int | None, duplicates: int
+    ) -> Callable[[], Commit]:
+        """The append of the batch's duplicates to the quarantine, planned now (see :meth:`_index_append`)."""
         path = self.settings.quarantine_path
         assert path is not None
         self._ensure_id_columns(path, [resolved.schema[c] for c in self.settings.by])
@@ -510,7 +540,7 @@ class Deduplicator:
             F.lit(batch_id).cast("long").alias(BATCH_COL),
         )
         quarantine = CommitLog(self.spark, path, self._sink_app_id_of_index(), writer=self.writer)
-        quarantine.append(_few_files(dropped, duplicates), batch_id, {}, index=self.path)
+        return quarantine.planned_append(_few_files(dropped, duplicates), batch_id, {}, index=self.path)
 
     def _sink_app_id_of_index(self) -> str:
         """The app id this index's batches carry in the tables it shares (quarantine and sink), with
