@@ -16,7 +16,9 @@ rows, applied row by row from the Change Data Feed, as every shard's replica is)
   when nothing is pending, without its batch plan). The replica sees from the commit infos that the range
   only inserted rows and appends them.
 
-Each round (``--rounds``, default 3) applies both change sets and times every replica's sync of each; then
+Each round (``--rounds``, default 3) applies both change sets and times every replica's sync of each (and the
+source's own ``seal()``, and, alone, the read of the shard's change rows of the seal's sync: Delta's Change
+Data Feed of that range); then
 an untimed ``seal()`` and sync leave nothing pending for the next round. Finally the large store's table is
 restored from nothing into ``--rounds`` fresh replicas of each kind (timed). Every figure is the median
 run, and each kind's incremental syncs are compared with its cold restore. A tiny store is synced every
@@ -24,7 +26,7 @@ way first (untimed), so no timed sync pays the JVM's first use of a path. Each t
 Spark job group: the results give its job count and the replica commit's ``operationMetrics``.
 
 Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000
---versions 10 --changed 50000 --rounds 3]``; writes ``bench/RESULTS_replica.md``.
+--versions 10 --changed 50000 --rounds 3] [--out FILE]``; writes ``bench/RESULTS_replica.md`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ from pyspark.sql import types as T
 
 from lakehouse.config import load_settings
 from lakehouse.replica import Replica, Shard
+from lakehouse.replica._changes import CHANGE_TYPE, read_changes
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import segment_column
 
+BENCH = Path(__file__).resolve().parent
 SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
 STEP_S = 1800
 RETENTION = timedelta(days=365)
@@ -121,6 +125,21 @@ def middle(runs: list[tuple]) -> tuple:
     return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
 
 
+def change_read(spark: SparkSession, replica: Replica, first: int, last: int) -> tuple[float, int]:
+    """Wall time and count of reading ``replica``'s shard of the source's change rows ``first .. last`` (the
+    Change Data Feed the sync reads), preimages left out as the sync leaves them out."""
+    start = time.perf_counter()
+    changes = read_changes(spark, replica.source_path, first, last)
+    shard = changes.where(replica._kind().in_shard(replica.shard, changes.schema))
+    rows = shard.where(F.col(CHANGE_TYPE) != F.lit("update_preimage")).count()
+    return time.perf_counter() - start, rows
+
+
+def open_rows(spark: SparkSession, path: str) -> int:
+    """Rows of the table's open-version partition (``segment IS NULL``: one per live key)."""
+    return spark.read.format("delta").load(path).where(F.col("segment").isNull()).count()
+
+
 def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
     """Operation and selected ``operationMetrics`` of the newest commit of the table at ``path``."""
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
@@ -138,6 +157,7 @@ def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
         "numTargetDeletionVectorsAdded",
         "numOutputRows",
         "numFiles",
+        "numTargetChangeFilesAdded",
     )
     return {"operation": row["operation"], **{k: metrics[k] for k in keep if k in metrics}}
 
@@ -165,6 +185,7 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--changed", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each sync and restore")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS_replica.md"))
     args = parser.parse_args()
     settings = load_settings("local", overrides={"log_level": "ERROR", "driver_memory": "3g"})
     spark = get_spark({"spark.ui.enabled": "false"}, settings)
@@ -172,6 +193,7 @@ def main() -> None:
     try:
         warm_up(spark, root)
         results: dict[tuple[str, int], tuple] = {}
+        seals: dict[str, tuple] = {}
         for name, versions in (("small", 1), ("large", args.versions)):
             store = bulk_store(spark, str(root / f"{name}_src"), args.keys, versions)
             replicas = [
@@ -181,13 +203,20 @@ def main() -> None:
             restores = [timed(spark, f"restore_{name}_{i}", r.sync)[0] for i, r in enumerate(replicas)]
             merge_runs: list[list[tuple]] = [[] for _ in KINDS]
             append_runs: list[list[tuple]] = [[] for _ in KINDS]
+            seal_runs: list[tuple] = []
+            read_runs: list[tuple[float, int]] = []
             for n in range(args.rounds):
                 at_s = (args.versions + 3 * n) * STEP_S
                 store.put_all(change_set(spark, args.changed, at_s), batch_id=1 + 2 * n, sequence_by="seq")
-                store.seal()  # the pending versions into their segments: the MERGE a sync must mirror
+                # The pending versions into their segments: the MERGE a sync must mirror.
+                seal_runs.append(timed(spark, f"seal_{name}_{n}", store.seal))
+                seal_commit = last_commit(spark, store.path)
                 for i, r in enumerate(replicas):
                     merge_runs[i].append(timed(spark, f"merge_{name}_{n}_{i}", r.sync))
                 merge_commits = [last_commit(spark, r.path) for r in replicas]
+                synced = merge_runs[-1][-1][1]  # the shard replica's sync: the range it read
+                first, last = synced.checkpoint_before + 1, synced.checkpoint
+                read_runs.append(change_read(spark, replicas[-1], first, last))
                 append_versions(spark, store.path, 2 * args.changed, at_s + STEP_S, 2 + 2 * n)
                 for i, r in enumerate(replicas):
                     append_runs[i].append(timed(spark, f"append_{name}_{n}_{i}", r.sync))
@@ -197,6 +226,9 @@ def main() -> None:
                     r.sync()
             merges = [middle(runs) for runs in merge_runs]
             appends = [middle(runs) for runs in append_runs]
+            # The change read of the round whose shard sync is the median one.
+            read = read_runs[merge_runs[-1].index(merges[-1])]
+            seals[name] = (middle(seal_runs), seal_commit, read, open_rows(spark, replicas[-1].path))
             for i in range(len(KINDS)):
                 results[(name, i)] = (
                     args.keys * versions,
@@ -215,12 +247,12 @@ def main() -> None:
                 cold = Replica.create(spark, large.path, str(root / f"large_cold_{i}_{n}"), shard)
                 runs.append(timed(spark, f"cold_{i}_{n}", cold.sync))
             colds.append(middle(runs))
-        write(args, results, colds)
+        write(args, results, colds, seals)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def write(args, results, colds) -> None:
+def write(args, results, colds, seals) -> None:
     load = os.getloadavg()
     met = {True: "met", False: "missed"}
     shapes = (("MERGE-shaped", 2), ("insert-only", 4))
@@ -228,7 +260,8 @@ def write(args, results, colds) -> None:
         "# Replica benchmark (issue 13)",
         "",
         "Command: `flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_replica.py "
-        f"--keys {args.keys} --versions {args.versions} --changed {args.changed} --rounds {args.rounds}`",
+        f"--keys {args.keys} --versions {args.versions} --changed {args.changed} --rounds {args.rounds}"
+        f"{'' if args.out.resolve() == BENCH / 'RESULTS_replica.md' else f' --out {args.out}'}`",
         f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores); {sys.version.split()[0]}",
         "",
@@ -267,6 +300,23 @@ def write(args, results, colds) -> None:
             ]
         lines.append("")
     lines += [
+        "The seal a MERGE-shaped sync mirrors, and what of that sync is Delta's Change Data Feed: the "
+        "source's `seal()` (median), the change (CDC) files of the last round's seal commit, and for the "
+        "median shard sync its range's change rows of the shard read and counted alone, after the sync "
+        "(preimages left out, as the sync leaves them out); the open-version rows are the shard replica's "
+        "`segment IS NULL` rows at the end, which the sync's MERGE joins with the changes (the files "
+        "Delta's skipping by the changes' partitions and `valid_from` bounds leaves):",
+        "",
+        "| store rows | source `seal()` (s) | Spark jobs | seal's change (CDC) files | change read (s) "
+        "| change rows | shard sync (s) | open-version rows of the replica |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {results[(name, 0)][0]:,} | {seal[0][0]:.1f} | {seal[0][2]} "
+            f"| {seal[1].get('numTargetChangeFilesAdded', '0')} | {seal[2][0]:.2f} | {seal[2][1]:,} "
+            f"| {results[(name, len(KINDS) - 1)][2][0]:.2f} | {seal[3]:,} |"
+            for name, seal in seals.items()
+        ),
+        "",
         "Replica commit of each timed sync (`DESCRIBE HISTORY`, `operationMetrics`):",
         "",
         *(
@@ -276,7 +326,7 @@ def write(args, results, colds) -> None:
             for shape, at in shapes
         ),
     ]
-    Path(__file__).with_name("RESULTS_replica.md").write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

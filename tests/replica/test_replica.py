@@ -19,6 +19,7 @@ from delta.tables import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.dedup import Deduplicator
 from lakehouse.errors import InvalidInputError, ReadOnlyReplicaError
@@ -374,4 +375,44 @@ def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
         replica.checkpoint()
         == store.table().sparkSession.sql(f"DESCRIBE HISTORY delta.`{store.path}` LIMIT 1").first()["version"]
     )
+    assert_equals_source(replica)
+
+
+def test_a_shard_replica_reads_a_seals_change_files_and_applies_exactly_its_rows(
+    spark: SparkSession, tmp_path
+) -> None:
+    # A seal is one MERGE with deletion vectors; with the Change Data Feed on, Delta writes its changed
+    # rows to change files (AddCDCFile), so the replica reads those, never the data files the seal
+    # re-vectored. What the sync's MERGE then changes is exactly the seal's rows of the shard.
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    keys = "abcdefgh"
+    put(store, [(k, "x", i, 0, i) for i, k in enumerate(keys)], 0)
+    store.seal()
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 2))
+    replica.sync()
+    changed = "abcdef"
+    put(store, [(k, "y", 10 + i, 0, 10 + i) for i, k in enumerate(changed)], 1)  # pending versions
+    with no_reinit():
+        replica.sync()  # the pending rows: an append
+    store.seal()
+    seal = spark.sql(f"DESCRIBE HISTORY delta.`{store.path}` LIMIT 1").first()
+    assert seal["operation"] == "MERGE" and int(seal["operationMetrics"]["numTargetChangeFilesAdded"]) > 0
+    changes = replica._changes(seal["version"], seal["version"])
+    read = {r[0] for r in changes.select(F.input_file_name()).distinct().collect()}
+    assert read and all("/_change_data/" in name for name in read), read
+
+    frame = spark.createDataFrame([(k,) for k in changed], "k string")
+    mine = {r["k"] for r in frame.where(replica._kind().in_shard(replica.shard, frame.schema)).collect()}
+    assert 0 < len(mine) < len(changed)  # both shards have changed keys
+    with no_reinit():
+        result = replica.sync()
+    # Per changed key of the shard: its pending row deleted, its new version inserted as the open one,
+    # its old open version updated (closed, moved into its segment).
+    assert (result.checkpoint, result.rows, result.commits) == (seal["version"], 3 * len(mine), 1)
+    metrics = spark.sql(f"DESCRIBE HISTORY delta.`{replica.path}` LIMIT 1").first()["operationMetrics"]
+    assert {m: int(metrics[m]) for m in ("numTargetRowsDeleted", "numTargetRowsInserted")} == {
+        "numTargetRowsDeleted": len(mine),
+        "numTargetRowsInserted": len(mine),
+    }
+    assert int(metrics["numTargetRowsUpdated"]) == len(mine)
     assert_equals_source(replica)
