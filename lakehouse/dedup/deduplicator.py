@@ -260,9 +260,8 @@ class Deduplicator:
 
         One Delta commit on the index, recording ``batch_id``. If ``batch_id`` was committed already, the
         same forwarded records are recomputed against the index as of the version before that commit and
-        nothing is written. The batch joined with its live entries is computed once and cached until the
-        next call; the result is derived from that cache (projections, plus the fold of ids with several
-        records).
+        nothing is written. The batch's decided records are computed once and cached until the next call;
+        the result is a projection of that cache.
 
         Raises:
             SchemaMismatchError: ``df`` lacks ``partition``/``offset``/``timestamp`` or a ``by`` column, or
@@ -335,12 +334,15 @@ class Deduplicator:
         live = self._live_entries(version, stream_times, df.schema)
         annotated = _resolve.annotate(prepared, live, self.settings)
         self._release()
-        # The batch is ordered, joined with its entries and shuffled by id once; every consumer below
-        # (summary, index append, quarantine, the forwarded records) decides from this cache. Deserialized,
+        # The batch is ordered, joined with its entries, shuffled by id and decided once; every consumer
+        # below (summary, index append, quarantine, the forwarded records) reads this cache, so the appends'
+        # one-task writes only filter and write (deciding there would repeat the fold in each). Deserialized,
         # as a DataFrame's default cache level is: PySpark's MEMORY_AND_DISK is the serialized level (meant
         # for pickled RDDs), which Java-deserializes the cached column batches on each of those reads.
-        self._cached = annotated.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        resolved = _resolve.decide(self._cached, self.settings, df.columns)
+        self._cached = _resolve.decide(annotated, self.settings, df.columns).persist(
+            StorageLevel.MEMORY_AND_DISK_DESER
+        )
+        resolved = self._cached
         summary = _summarize(resolved, hashable_columns(df.schema))
         _check_summary(summary)
         stats = _stats(batch_id, not new, summary)
