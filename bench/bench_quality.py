@@ -6,7 +6,11 @@ Run: ``flock /tmp/lakehouse-bench.lock .venv/bin/python bench/bench_quality.py [
 ``bench_versioned.py``). Two comparisons, each timing one full scan of the table (every column read,
 the sum of a hash of each row) and a full check, ``run_quality(..., full=True)``, of the table (the
 suite's per-key aggregate, its window pass over the keys the aggregate cannot certify, GX's expectations
-over the violations, the results append and the Data Docs build), with the Spark jobs each ran:
+over the violations, the results append and the Data Docs build), with the Spark jobs each ran. Next to
+them, the **floor** of any exact per-key check (every per-key rule, ``unique (key, valid_from)`` first,
+needs all of a key's versions in one task, and a key's versions sit in every time segment): one exchange
+of every version's ``(key, valid_from)`` by key with nothing computed (Spark's ``noop`` sink), and the
+cheapest per-key aggregate, ``groupBy(key).count()`` of every version:
 
 - **first reads** (what a scheduled job pays): for ``--cold-rounds`` rounds, a fresh process times the scan
   and another fresh process times ``run_quality``, each as that process's first read of the store (after a
@@ -57,12 +61,28 @@ def full_scan(spark: SparkSession, path: str) -> None:
     table.select(F.sum(F.hash(*table.columns))).collect()
 
 
+def exchange_floor(spark: SparkSession, path: str) -> None:
+    """One exchange of every version's key and ``valid_from`` by key, nothing computed after it (the
+    ``noop`` sink): what any check that brings a key's versions together pays at least. (Fails on a table
+    with deletion vectors, see :func:`full_scan`: the full-check rounds run before any seal.)"""
+    table = spark.read.format("delta").load(path)
+    table.select(KEY, "valid_from").repartition(KEY).write.format("noop").mode("overwrite").save()
+
+
+def group_floor(spark: SparkSession, path: str) -> None:
+    """The cheapest per-key aggregate of every version: the keys with more than one version, counted."""
+    table = spark.read.format("delta").load(path)
+    table.groupBy(KEY).count().where(F.col("count") > 1).count()
+
+
 def warm_up(spark: SparkSession, root: Path) -> None:
     """One small round of every contender (full and incremental check), so no timed call pays for JIT and
     first-use class loading."""
     warm = str(root / "warm" / "store")
     bulk_store(spark, warm, 10_000, 2)
     full_scan(spark, warm)
+    exchange_floor(spark, warm)
+    group_floor(spark, warm)
     run_quality(spark, str(root / "warm"), [warm])
     change_one_percent(spark, warm, 10_000, 2, 1)
     assert _is_incremental(run_quality(spark, str(root / "warm"), [warm]))
@@ -91,15 +111,15 @@ def _is_incremental(report: QualityReport) -> bool:
 
 
 def first_read(what: str, path: str, partitions: int) -> Measured:
-    """In this (fresh) process: warm up, then time ``what`` as the store's first read: ``scan``,
-    ``quality`` (a full check, results elsewhere) or ``incremental`` (a check recording its results next
-    to the store, where the last passed check is)."""
+    """In this (fresh) process: warm up, then time ``what`` as the store's first read: ``scan``, a floor
+    (``exchange``, ``group``), ``quality`` (a full check, results elsewhere) or ``incremental`` (a check
+    recording its results next to the store, where the last passed check is)."""
     spark = get_spark(settings=_settings(partitions))
     root = Path(tempfile.mkdtemp(prefix="bench_quality_first_"))
     try:
         warm_up(spark, root)
-        if what == "scan":
-            return measure(spark, "first scan", lambda: full_scan(spark, path))
+        if what in _READS:
+            return measure(spark, f"first {what}", lambda: _READS[what](spark, path))
         warehouse = str(Path(path).parent) if what == "incremental" else str(root / "q")
         full = what == "quality"
         report: list[QualityReport] = []
@@ -121,16 +141,29 @@ def run(args: argparse.Namespace) -> list[str]:
         path = str(root / "big" / "store")
         bulk_store(spark, path, args.keys, args.versions)
         cold_rows, cold_scans, cold_qualities = [], [], []
+        cold_floors: dict[str, list[float]] = {what: [] for what in _FLOORS}
         for n in range(1, args.cold_rounds + 1):
-            scan, quality = _in_fresh_process("scan", path, args), _in_fresh_process("quality", path, args)
+            scan = _in_fresh_process("scan", path, args)
+            floors = {what: _in_fresh_process(what, path, args) for what in _FLOORS}
+            quality = _in_fresh_process("quality", path, args)
             cold_scans.append(scan.seconds)
             cold_qualities.append(quality.seconds)
-            cold_rows += [_row(n, _SCAN, scan), _row(n, _QUALITY, quality)]
+            cold_rows.append(_row(n, _SCAN, scan))
+            for what, floor in floors.items():
+                cold_floors[what].append(floor.seconds)
+                cold_rows.append(_row(n, _FLOORS[what], floor))
+            cold_rows.append(_row(n, _QUALITY, quality))
         full_scan(spark, path)  # the warm rounds: this process has read the store once
         reports = []
         warm_rows, scans, qualities = [], [], []
+        warm_floors: dict[str, list[float]] = {what: [] for what in _FLOORS}
         for n in range(1, args.rounds + 1):
             scan = measure(spark, f"scan {n}", lambda: full_scan(spark, path))
+            warm_rows.append(_row(n, _SCAN, scan))
+            for what in _FLOORS:
+                floor = measure(spark, f"{what} {n}", lambda what=what: _READS[what](spark, path))
+                warm_floors[what].append(floor.seconds)
+                warm_rows.append(_row(n, _FLOORS[what], floor))
             quality = measure(
                 spark,
                 f"quality {n}",
@@ -138,7 +171,7 @@ def run(args: argparse.Namespace) -> list[str]:
             )
             scans.append(scan.seconds)
             qualities.append(quality.seconds)
-            warm_rows += [_row(n, _SCAN, scan), _row(n, _QUALITY, quality)]
+            warm_rows.append(_row(n, _QUALITY, quality))
         assert all(_is_full(report) for report in reports), [report.lines() for report in reports]
         incremental = _incremental_rounds(spark, path, args)
     finally:
@@ -148,7 +181,12 @@ def run(args: argparse.Namespace) -> list[str]:
         f"Store: {args.keys:,} keys x {args.versions} versions = {versions:,} versions "
         f"({args.partitions} shuffle partitions).",
         "",
-        *_tables("", (cold_rows, cold_qualities, cold_scans), (warm_rows, qualities, scans)),
+        *_tables(
+            "",
+            (cold_rows, cold_qualities, cold_scans),
+            (warm_rows, qualities, scans),
+            (_floor_verdicts(cold_floors, cold_scans), _floor_verdicts(warm_floors, scans)),
+        ),
         "",
         *incremental,
     ]
@@ -158,8 +196,11 @@ def run(args: argparse.Namespace) -> list[str]:
 _Runs = tuple[list[str], list[float], list[float]]
 
 
-def _tables(label: str, cold: _Runs, warm: _Runs) -> list[str]:
-    """The first-read and the warm table, each with its verdict: ``(rows, check seconds, scan seconds)``."""
+def _tables(
+    label: str, cold: _Runs, warm: _Runs, floors: tuple[list[str], list[str]] = ([], [])
+) -> list[str]:
+    """The first-read and the warm table, each with its verdict: ``(rows, check seconds, scan seconds)``;
+    ``floors``: the floors' verdict lines after each table's."""
     table = ["| round | run | seconds | Spark jobs | load before-after |", "|---|---|---|---|---|"]
     return [
         "First reads (each run in a fresh process, after a warm-up on a small store):",
@@ -167,6 +208,7 @@ def _tables(label: str, cold: _Runs, warm: _Runs) -> list[str]:
         *table,
         *cold[0],
         "",
+        *floors[0],
         _verdict(f"{label}first reads".capitalize(), cold[1], cold[2]),
         "",
         "Warm (one process, the store read once before):",
@@ -174,8 +216,22 @@ def _tables(label: str, cold: _Runs, warm: _Runs) -> list[str]:
         *table,
         *warm[0],
         "",
+        *floors[1],
         _verdict(f"{label}warm".capitalize(), warm[1], warm[2]),
     ]
+
+
+def _floor_verdicts(floors: dict[str, list[float]], scans: list[float]) -> list[str]:
+    """One line per floor: its median and its ratio to the scan's, each followed by a blank line."""
+    lines = []
+    for what, seconds in floors.items():
+        ratio = median(seconds) / median(scans)
+        lines += [
+            f"Floor, {_FLOOR_NAMES[what]}: median {median(seconds):.1f} s vs {median(scans):.1f} s, "
+            f"{ratio:.2f}x one full scan.",
+            "",
+        ]
+    return lines
 
 
 def _incremental_rounds(spark: SparkSession, path: str, args: argparse.Namespace) -> list[str]:
@@ -229,7 +285,15 @@ def _settings(partitions: int) -> Settings:
     return load_settings(overrides={"shuffle_partitions": partitions, "log_level": "ERROR"})
 
 
+KEY = "k"  # the key column of ``bulk_store``'s stores
+#: What a fresh process can time as its first read of the store, besides the checks.
+_READS = {"scan": full_scan, "exchange": exchange_floor, "group": group_floor}
 _SCAN = "one full scan (all columns, sum of a row hash)"
+_FLOORS = {
+    "exchange": "floor: one exchange of every (k, valid_from) by k, `noop` sink",
+    "group": "floor: `groupBy(k).count()` of every version, keys with > 1 counted",
+}
+_FLOOR_NAMES = {"exchange": "one exchange by key", "group": "`groupBy(k).count()`"}
 _QUALITY = "`run_quality` on the store (7 expectations)"
 _INCREMENTAL = "`run_quality`, incremental since the last passed check"
 
@@ -246,7 +310,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cold-rounds", type=int, default=2)
     parser.add_argument("--out", default="RESULTS_quality.md")
-    parser.add_argument("--first-read", choices=("scan", "quality", "incremental"), help=argparse.SUPPRESS)
+    first_reads = (*_READS, "quality", "incremental")
+    parser.add_argument("--first-read", choices=first_reads, help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.first_read:  # a fresh process of run(): one first read, printed as JSON
