@@ -557,10 +557,11 @@ def prepare_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> C
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
 
 
-def prepare_concurrently(prepares: Sequence[Callable[[], Commit]]) -> list[Commit]:
+def prepare_concurrently(spark: SparkSession, prepares: Sequence[Callable[[], Commit]]) -> list[Commit]:
     """Run ``prepares`` (each writes files and returns its commit, as :func:`prepare_append` does) at the
     same time, one thread each, so that their Spark write jobs share the cores; returns the commits in the
-    order of ``prepares``, for the caller to make in its own order.
+    order of ``prepares``, for the caller to make in its own order. Each thread inherits the calling
+    thread's Spark local properties (job group, scheduler pool) and ``spark``'s tags.
 
     Waits for every one of them. Raises the first failure, in that order (nothing is committed: the files
     already written are no part of any table).
@@ -568,7 +569,8 @@ def prepare_concurrently(prepares: Sequence[Callable[[], Commit]]) -> list[Commi
     if len(prepares) <= 1:
         return [prepare() for prepare in prepares]
     with ThreadPoolExecutor(max_workers=len(prepares), thread_name_prefix="lakehouse-append") as pool:
-        futures = [pool.submit(inheritable_thread_target(prepare)) for prepare in prepares]
+        inherit = inheritable_thread_target(spark)
+        futures = [pool.submit(inherit(prepare)) for prepare in prepares]
         wait(futures)
     return [future.result() for future in futures]
 

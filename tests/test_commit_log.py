@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -276,12 +277,15 @@ def test_prepare_concurrently_writes_every_append_and_leaves_the_commits_to_the_
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     for path in (first, second):
         ensure_table(spark, path, SCHEMA)
-    commits = prepare_concurrently(
-        [
-            lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), first, {}),
-            lambda: prepare_append(spark.createDataFrame([(2, 0)], SCHEMA), second, {}),
-        ]
-    )
+    with warnings.catch_warnings():  # a job's stdout holds its JSON metrics only: no PySpark warning
+        warnings.simplefilter("error")
+        commits = prepare_concurrently(
+            spark,
+            [
+                lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), first, {}),
+                lambda: prepare_append(spark.createDataFrame([(2, 0)], SCHEMA), second, {}),
+            ],
+        )
     assert _rows(spark, first) == [] and _rows(spark, second) == []  # written, not committed
     commits[1]()
     assert _rows(spark, first) == [] and _rows(spark, second) == [(2, 0)]
@@ -300,7 +304,7 @@ def test_prepare_concurrently_raises_a_failed_write_and_nothing_is_committed(
 
     with pytest.raises(InvalidInputError, match="bad batch"):
         prepare_concurrently(
-            [lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), path, {}), failing]
+            spark, [lambda: prepare_append(spark.createDataFrame([(1, 0)], SCHEMA), path, {}), failing]
         )
     assert _rows(spark, path) == []
     assert int(latest_snapshot(spark, path).version()) == 0

@@ -358,7 +358,9 @@ class Deduplicator:
             appends["quarantine"] = self._quarantine_append(resolved, batch_id, stats.duplicates)
         if sink_append is not None:
             appends["sink"] = sink_append(resolved, stats)
-        for step, commit in zip(appends, prepare_concurrently(list(appends.values())), strict=True):
+        for step, commit in zip(
+            appends, prepare_concurrently(self.spark, list(appends.values())), strict=True
+        ):
             commit()
             self._after_commit(step)
         self._stats = stats
