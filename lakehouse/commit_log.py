@@ -367,12 +367,19 @@ class CommitLog:
         frame: DataFrame,
         batch_id: int | None,
         state: Mapping[str, Any],
+        *,
+        read_version: int | None = None,
+        step: str = "",
         **extra: Any,
     ) -> Callable[[], Commit]:
         """:meth:`append` in two steps: its options are fixed now (in this thread), the returned function
         writes ``frame``'s files (:func:`prepare_append`, in any thread) and returns the commit, which makes
-        the append (retried as :meth:`append` retries it)."""
-        options = self.writer_options(batch_id, state, **extra)
+        the append (retried as :meth:`append` retries it).
+
+        With ``read_version`` the append is a fenced log's batch planned from that version: the commit runs
+        in :meth:`committing` (``step`` names it in errors), lands only on that version and is not retried.
+        """
+        options = self.writer_options(batch_id, state, read_version=read_version, **extra)
 
         def write() -> Commit:
             commit = prepare_append(frame, self.path, options)
@@ -383,7 +390,12 @@ class CommitLog:
                 except ProtocolChangedException:  # another writer created the table first: append again
                     append_to_table(frame, self.path, options)
 
-            return commit_retrying
+            def commit_fenced() -> None:
+                assert read_version is not None
+                with self.committing(read_version, step):
+                    commit()
+
+            return commit_retrying if read_version is None else commit_fenced
 
         return write
 

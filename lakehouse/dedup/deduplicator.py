@@ -75,7 +75,6 @@ from lakehouse.commit_log import (
     CommitLog,
     hashable_columns,
     input_fingerprint,
-    prepare_append,
     prepare_concurrently,
     require_writer_name,
 )
@@ -471,18 +470,9 @@ class Deduplicator:
         saved_us = [r["min_saved_us"] for r in summary if r["min_saved_us"] is not None]
         if saved_us:
             extra[LOWEST_BUCKET] = min(saved_us) // self.settings.bucket_us
-        options = self._log.writer_options(batch_id, state, read_version=read_version, **extra)
-
-        def write() -> Commit:
-            commit = prepare_append(entries, self.path, options)
-
-            def fenced() -> None:
-                with self._log.committing(read_version, step):
-                    commit()
-
-            return fenced
-
-        return write
+        return self._log.planned_append(
+            entries, batch_id, state, read_version=read_version, step=step, **extra
+        )
 
     def _index_columns(self, batch_id: int | None) -> list[Any]:
         return [
