@@ -10,12 +10,15 @@ The defaults make the first run about 1M transactions and 100k rate updates, the
 Reported per run and stage: the stage's wall-clock seconds (the sum of its micro-batches' ``seconds``, as
 each job logs them), records in, records/s; per run: wall-clock seconds of the whole pipeline run (every
 stage, as ``lakehouse run all``; landing the part's generated files comes before and is not counted) and
-its Spark jobs.
+its Spark jobs. Where a run's time goes, from Spark's event log of the session (:func:`spark_time`): the
+seconds some Spark job was running, the rest (the driver alone: planning, Delta log reads and commits,
+stream starts, Python), and the executors' task seconds (the work on the data, summed over tasks).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -45,6 +48,8 @@ class RunResult:
     seconds: float
     jobs: int
     lines: list[str]
+    window_ms: tuple[int, int]  # epoch milliseconds of the run's start and end
+    steps: list[tuple[str, tuple[int, int]]]  # each step's name and window: from the one before to its line
 
 
 def run(spark: SparkSession, size: DemoSize, root: str) -> list[RunResult]:
@@ -55,24 +60,40 @@ def run(spark: SparkSession, size: DemoSize, root: str) -> list[RunResult]:
     sc = spark.sparkContext
     for number, part in enumerate(demo_parts(spark, size), start=1):
         lines: list[str] = []
-        echo = _echo(lines)
+        marks: list[tuple[int, str]] = []
+        echo = _echo(lines, marks)
         echo(f"[demo] run {number}: {land_part(spec, number, part)}")
         group = f"run{number}"
         sc.setJobGroup(group, group)
-        started = time.perf_counter()
+        started, started_ms = time.perf_counter(), int(time.time() * 1000)
         metrics = demo_run(spark, spec, assignments, number, echo)
         seconds = time.perf_counter() - started
         jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        results.append(RunResult(metrics, seconds, jobs, lines))
+        window = (started_ms, int(time.time() * 1000))
+        results.append(RunResult(metrics, seconds, jobs, lines, window, _steps(marks, started_ms)))
     return results
 
 
-def _echo(lines: list[str]):
+def _echo(lines: list[str], marks: list[tuple[int, str]]):
     def echo(line: str) -> None:
         lines.append(line)
+        marks.append((int(time.time() * 1000), line))
         print(line, flush=True)
 
     return echo
+
+
+def _steps(marks: list[tuple[int, str]], start_ms: int) -> list[tuple[str, tuple[int, int]]]:
+    """Each step of a run (the demo's subscription, then each stage) and its window: from the line before
+    it to its own line (a stage prints when its micro-batch is done)."""
+    steps = []
+    for at, line in marks:
+        if at < start_ms:
+            continue
+        name = line.split("]", 1)[0].split(":", 1)[-1] if line.startswith("[demo:") else "subscribe"
+        steps.append((name, (start_ms, at)))
+        start_ms = at
+    return steps
 
 
 def stage_table(results: list[RunResult]) -> list[str]:
@@ -95,21 +116,88 @@ def stage_table(results: list[RunResult]) -> list[str]:
     return lines
 
 
-def report(results: list[RunResult], size: DemoSize, setup_s: float) -> list[str]:
+@dataclass(frozen=True)
+class SparkTime:
+    """Where a run's wall clock went, from the event log: seconds with at least one Spark job running, and
+    the executors' task seconds (``Executor Run Time`` summed over the run's tasks)."""
+
+    job_s: float
+    task_s: float
+
+
+def spark_time(event_log: Path, windows: list[tuple[int, int]]) -> list[SparkTime]:
+    """:class:`SparkTime` of each run (its epoch-millisecond window) from the uncompressed event log(s) of
+    the session under ``event_log``."""
+    jobs: dict[int, list[int]] = {}
+    tasks: list[tuple[int, int]] = []  # (launch ms, executor run ms)
+    for file in sorted(event_log.rglob("events_*")):  # Spark 4's rolling event log: a folder of files
+        for line in file.open():
+            event = json.loads(line)
+            kind = event["Event"]
+            if kind == "SparkListenerJobStart":
+                jobs[event["Job ID"]] = [event["Submission Time"], event["Submission Time"]]
+            elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+                jobs[event["Job ID"]][1] = event["Completion Time"]
+            elif kind == "SparkListenerTaskEnd" and event.get("Task Metrics"):
+                tasks.append((event["Task Info"]["Launch Time"], event["Task Metrics"]["Executor Run Time"]))
+    found = []
+    for start, end in windows:
+        spans = sorted((s, e) for s, e in jobs.values() if start <= s <= end)
+        busy, covered = 0, start
+        for s, e in spans:  # the union of the jobs' spans
+            busy += max(0, e - max(s, covered))
+            covered = max(covered, e)
+        task_ms = sum(ms for launched, ms in tasks if start <= launched <= end)
+        found.append(SparkTime(busy / 1000, task_ms / 1000))
+    return found
+
+
+def step_time_table(results: list[RunResult], times: list[list[SparkTime]]) -> list[str]:
+    """Per step (stage) and run: seconds with a Spark job running and executor task seconds."""
+    head = "| step | " + " | ".join(
+        f"run {i + 1} s with a job | run {i + 1} task s" for i in range(len(results))
+    )
+    lines = [head + " |", "|---|" + "---:|" * (2 * len(results))]
+    per_run = [
+        dict(zip([n for n, _ in r.steps], t, strict=True)) for r, t in zip(results, times, strict=True)
+    ]
+    for name in dict.fromkeys(n for r in results for n, _ in r.steps):
+        cells = [
+            f"{run[name].job_s:.1f} | {run[name].task_s:.1f}" if name in run else "- | -" for run in per_run
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def report(
+    results: list[RunResult],
+    size: DemoSize,
+    setup_s: float,
+    times: list[SparkTime],
+    steps: list[list[SparkTime]],
+) -> list[str]:
     first, second = results[0], results[-1]
     ratio = second.seconds / first.seconds
+    task_ratio = times[-1].task_s / times[0].task_s
     lines = [
         f"Generated: {size.transactions:,} transactions and {size.rate_updates:,} rate updates; session "
         f"start and Delta jars took {setup_s:.1f} s (not counted below).",
         "",
-        "| run | wall-clock s (every stage; landing not counted) | Spark jobs |",
-        "|---|---:|---:|",
+        "| run | wall-clock s (every stage; landing not counted) | Spark jobs | s with a Spark job running "
+        "| s of the driver alone | executor task s |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {i + 1} | {r.seconds:.1f} | {r.jobs} |" for i, r in enumerate(results)]
-    lines += ["", *stage_table(results), ""]
+    lines += [
+        f"| {i + 1} | {r.seconds:.1f} | {r.jobs} | {t.job_s:.1f} | {r.seconds - t.job_s:.1f} "
+        f"| {t.task_s:.1f} |"
+        for i, (r, t) in enumerate(zip(results, times, strict=True))
+    ]
+    lines += ["", *stage_table(results), "", *step_time_table(results, steps), ""]
     lines.append(
         f"The second run (new input only) took {ratio:.0%} of the first (target <= 15%): "
-        f"{'met' if ratio <= 0.15 else 'missed'}."
+        f"{'met' if ratio <= 0.15 else 'missed'}. Its executor task time was {task_ratio:.0%} of the "
+        f"first's; the driver alone took {first.seconds - times[0].job_s:.1f} s of run 1 and "
+        f"{second.seconds - times[-1].job_s:.1f} s of run 2."
     )
     for i, result in enumerate(results):
         lines += ["", f"What run {i + 1} printed:", "", "```", *result.lines, "```"]
@@ -126,12 +214,23 @@ def main() -> None:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_at_start = f"{os.getloadavg()[0]:.1f}"
     t0 = time.perf_counter()
-    spark = get_spark()
+    root = tempfile.mkdtemp(prefix="bench_pipeline_")
+    event_log = Path(root) / "event_log"
+    event_log.mkdir()
+    spark = get_spark(
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": event_log.as_uri(),
+            "spark.eventLog.compress": "false",
+        }
+    )
     spark.range(1).count()
     setup_s = time.perf_counter() - t0
-    root = tempfile.mkdtemp(prefix="bench_pipeline_")
     try:
         results = run(spark, size, root)
+        spark.stop()  # flushes the event log
+        times = spark_time(event_log, [r.window_ms for r in results])
+        steps = [spark_time(event_log, [w for _, w in r.steps]) for r in results]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     header = [
@@ -142,8 +241,9 @@ def main() -> None:
         f"(2 cores); Python {sys.version.split()[0]}.",
         "",
     ]
-    Path(args.out).write_text("\n".join(header + report(results, size, setup_s)) + "\n")
-    print("\n".join(report(results, size, setup_s)[:-1]))
+    lines = report(results, size, setup_s, times, steps)
+    Path(args.out).write_text("\n".join(header + lines) + "\n")
+    print("\n".join(lines[:-1]))
 
 
 if __name__ == "__main__":
