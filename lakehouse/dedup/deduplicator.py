@@ -331,18 +331,25 @@ class Deduplicator:
         new, version, stream_times, committed = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
         live = self._live_entries(version, stream_times, df.schema)
-        annotated = _resolve.annotate(prepared, live, self.settings)
         self._release()
         # The batch is ordered, joined with its entries, shuffled by id and decided once; every consumer
         # below (summary, index append, quarantine, the forwarded records) reads this cache, so the appends'
         # one-task writes only filter and write (deciding there would repeat the fold in each). Deserialized,
         # as a DataFrame's default cache level is: PySpark's MEMORY_AND_DISK is the serialized level (meant
         # for pickled RDDs), which Java-deserializes the cached column batches on each of those reads.
+        # Deciding reads the annotated batch twice (ids with one record, and the fold of the others): it is
+        # cached too until the summary has filled the decided cache, so the join and its sorts run once.
+        annotated = _resolve.annotate(prepared, live, self.settings).persist(
+            StorageLevel.MEMORY_AND_DISK_DESER
+        )
         self._cached = _resolve.decide(annotated, self.settings, df.columns).persist(
             StorageLevel.MEMORY_AND_DISK_DESER
         )
         resolved = self._cached
-        summary = _summarize(resolved, hashable_columns(df.schema))
+        try:
+            summary = _summarize(resolved, hashable_columns(df.schema))
+        finally:
+            annotated.unpersist()
         _check_summary(summary)
         stats = _stats(batch_id, not new, summary)
         if not new:
