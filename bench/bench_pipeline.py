@@ -125,11 +125,19 @@ class SparkTime:
     task_s: float
 
 
-def spark_time(event_log: Path, windows: list[tuple[int, int]]) -> list[SparkTime]:
-    """:class:`SparkTime` of each run (its epoch-millisecond window) from the uncompressed event log(s) of
-    the session under ``event_log``."""
+@dataclass(frozen=True)
+class EventLog:
+    """What :func:`spark_time` needs of a session's event log: each job's span and each task's run time
+    (epoch milliseconds)."""
+
+    jobs: list[tuple[int, int]]  # (submitted, completed)
+    tasks: list[tuple[int, int]]  # (launched, executor run ms)
+
+
+def read_event_log(event_log: Path) -> EventLog:
+    """The jobs and tasks of the uncompressed event log(s) of the session under ``event_log``."""
     jobs: dict[int, list[int]] = {}
-    tasks: list[tuple[int, int]] = []  # (launch ms, executor run ms)
+    tasks: list[tuple[int, int]] = []
     for file in sorted(event_log.rglob("events_*")):  # Spark 4's rolling event log: a folder of files
         for line in file.open():
             event = json.loads(line)
@@ -140,14 +148,19 @@ def spark_time(event_log: Path, windows: list[tuple[int, int]]) -> list[SparkTim
                 jobs[event["Job ID"]][1] = event["Completion Time"]
             elif kind == "SparkListenerTaskEnd" and event.get("Task Metrics"):
                 tasks.append((event["Task Info"]["Launch Time"], event["Task Metrics"]["Executor Run Time"]))
+    return EventLog([(s, e) for s, e in jobs.values()], tasks)
+
+
+def spark_time(log: EventLog, windows: list[tuple[int, int]]) -> list[SparkTime]:
+    """:class:`SparkTime` of each window (epoch milliseconds): the jobs submitted and tasks launched in it."""
     found = []
     for start, end in windows:
-        spans = sorted((s, e) for s, e in jobs.values() if start <= s <= end)
+        spans = sorted((s, e) for s, e in log.jobs if start <= s <= end)
         busy, covered = 0, start
         for s, e in spans:  # the union of the jobs' spans
             busy += max(0, e - max(s, covered))
             covered = max(covered, e)
-        task_ms = sum(ms for launched, ms in tasks if start <= launched <= end)
+        task_ms = sum(ms for launched, ms in log.tasks if start <= launched <= end)
         found.append(SparkTime(busy / 1000, task_ms / 1000))
     return found
 
@@ -229,8 +242,9 @@ def main() -> None:
     try:
         results = run(spark, size, root)
         spark.stop()  # flushes the event log
-        times = spark_time(event_log, [r.window_ms for r in results])
-        steps = [spark_time(event_log, [w for _, w in r.steps]) for r in results]
+        log = read_event_log(event_log)
+        times = spark_time(log, [r.window_ms for r in results])
+        steps = [spark_time(log, [w for _, w in r.steps]) for r in results]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     header = [
