@@ -13,6 +13,10 @@ stage, as ``lakehouse run all``; landing the part's generated files comes before
 its Spark jobs. Where a run's time goes, from Spark's event log of the session (:func:`spark_time`): the
 seconds some Spark job was running, the rest (the driver alone: planning, Delta log reads and commits,
 stream starts, Python), and the executors' task seconds (the work on the data, summed over tasks).
+
+Next to each run, the **floor** (:mod:`pipeline_floor`): the same stages over the same landed files in bare
+Spark and Delta, doing less than the issue asks, run right after lakehouse's (in the warmer JVM). Its run 2
+is what no implementation of the issue's shape can undercut by much.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline_floor import STEPS, floor_run
 from pyspark.sql import SparkSession
 
 from lakehouse.assignment.job import DEMO_CONFIG
@@ -52,17 +57,30 @@ class RunResult:
     steps: list[tuple[str, tuple[int, int]]]  # each step's name and window: from the one before to its line
 
 
-def run(spark: SparkSession, size: DemoSize, root: str) -> list[RunResult]:
-    """The demo's two runs at ``size`` on a fresh ``root``."""
+@dataclass(frozen=True)
+class FloorResult:
+    """One run of the floor (:mod:`pipeline_floor`): seconds per step and in all, and its Spark jobs."""
+
+    steps: dict[str, float]
+    seconds: float
+    jobs: int
+
+
+def run(spark: SparkSession, size: DemoSize, root: str) -> tuple[list[RunResult], list[FloorResult]]:
+    """The demo's two runs at ``size`` on a fresh ``root``, each followed by the floor's run over the same
+    landed part (under ``root/floor``): the floor always runs second, in the warmer JVM."""
     spec = demo_spec(warehouse_uri(load_settings()), root)
+    floor_root = f"{spec.root}/floor"
+    floor_spec = demo_spec(warehouse_uri(load_settings()), floor_root)
     assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
-    results = []
+    results, floors = [], []
     sc = spark.sparkContext
     for number, part in enumerate(demo_parts(spark, size), start=1):
         lines: list[str] = []
         marks: list[tuple[int, str]] = []
         echo = _echo(lines, marks)
         echo(f"[demo] run {number}: {land_part(spec, number, part)}")
+        land_part(floor_spec, number, part)
         group = f"run{number}"
         sc.setJobGroup(group, group)
         started, started_ms = time.perf_counter(), int(time.time() * 1000)
@@ -71,7 +89,14 @@ def run(spark: SparkSession, size: DemoSize, root: str) -> list[RunResult]:
         jobs = len(sc.statusTracker().getJobIdsForGroup(group))
         window = (started_ms, int(time.time() * 1000))
         results.append(RunResult(metrics, seconds, jobs, lines, window, _steps(marks, started_ms)))
-    return results
+        group = f"floor{number}"
+        sc.setJobGroup(group, group)
+        started = time.perf_counter()
+        steps = floor_run(spark, floor_spec, floor_root, number)
+        seconds = time.perf_counter() - started
+        floors.append(FloorResult(steps, seconds, len(sc.statusTracker().getJobIdsForGroup(group))))
+        print(f"[floor] run {number}: {seconds:.1f} s " + ", ".join(f"{k} {v:.1f}" for k, v in steps.items()))
+    return results, floors
 
 
 def _echo(lines: list[str], marks: list[tuple[int, str]]):
@@ -184,6 +209,7 @@ def step_time_table(results: list[RunResult], times: list[list[SparkTime]]) -> l
 
 def report(
     results: list[RunResult],
+    floors: list[FloorResult],
     size: DemoSize,
     setup_s: float,
     times: list[SparkTime],
@@ -212,8 +238,39 @@ def report(
         f"first's; the driver alone took {first.seconds - times[0].job_s:.1f} s of run 1 and "
         f"{second.seconds - times[-1].job_s:.1f} s of run 2."
     )
+    lines += ["", *floor_table(results, floors)]
     for i, result in enumerate(results):
         lines += ["", f"What run {i + 1} printed:", "", "```", *result.lines, "```"]
+    return lines
+
+
+def floor_table(results: list[RunResult], floors: list[FloorResult]) -> list[str]:
+    """The floor's seconds per step and run next to lakehouse's, and what its run 2 is a share of."""
+    # lakehouse's steps by their windows (from the line before to their own), stream start and stop included
+    ours = [{name: (end - start) / 1000 for name, (start, end) in r.steps} for r in results]
+    head = " | ".join(f"run {i + 1}: lakehouse s | run {i + 1}: floor s" for i in range(len(floors)))
+    lines = [
+        "The floor (`bench/pipeline_floor.py`: the same stages in bare Spark and Delta, doing less than the "
+        "issue asks; run after lakehouse's, on the same landed files). Each step's seconds run from its "
+        "start to its end (for lakehouse, from the line before it to its own line):",
+        "",
+        f"| step | {head} |",
+        "|---|" + "---:|" * (2 * len(floors)),
+    ]
+    for step in STEPS:
+        cells = [f"{ours[i].get(step, float('nan')):.1f} | {f.steps[step]:.1f}" for i, f in enumerate(floors)]
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    cells = [f"**{r.seconds:.1f}** | **{f.seconds:.1f}**" for r, f in zip(results, floors, strict=True)]
+    lines.append("| every step (wall clock) | " + " | ".join(cells) + " |")
+    jobs = [f"{r.jobs} | {f.jobs}" for r, f in zip(results, floors, strict=True)]
+    lines.append("| Spark jobs (of the run's own thread) | " + " | ".join(jobs) + " |")
+    first, second = results[0].seconds, floors[-1].seconds
+    lines += [
+        "",
+        f"The floor's run 2 took {second:.1f} s: {second / first:.0%} of lakehouse's run 1 "
+        f"(the target's budget is {0.15 * first:.1f} s), and {second / floors[0].seconds:.0%} of its own "
+        "run 1.",
+    ]
     return lines
 
 
@@ -240,7 +297,7 @@ def main() -> None:
     spark.range(1).count()
     setup_s = time.perf_counter() - t0
     try:
-        results = run(spark, size, root)
+        results, floors = run(spark, size, root)
         spark.stop()  # flushes the event log
         log = read_event_log(event_log)
         times = spark_time(log, [r.window_ms for r in results])
@@ -255,7 +312,7 @@ def main() -> None:
         f"(2 cores); Python {sys.version.split()[0]}.",
         "",
     ]
-    lines = report(results, size, setup_s, times, steps)
+    lines = report(results, floors, size, setup_s, times, steps)
     Path(args.out).write_text("\n".join(header + lines) + "\n")
     print("\n".join(lines[:-1]))
 

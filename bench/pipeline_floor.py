@@ -1,0 +1,141 @@
+"""The floor of issue 14's pipeline: the least a pipeline of its shape does, in bare Spark and Delta.
+
+:func:`floor_run` runs the demo's stages on the demo's landed files with nothing of lakehouse in the data
+path, each stage as the issue requires (a ``trigger(availableNow=True)`` + ``foreachBatch`` query with its
+own checkpoint, for the three streaming stages) and each write keyed by its batch id (Delta's
+``txnAppId``/``txnVersion``), but doing **less** than the issue asks, so that its seconds bound what any
+implementation pays from below:
+
+- subscribe: one append of the generation's clients;
+- materialize: one append of the new versions, with no version closed (no MERGE, no validTo, no segment),
+  no late record dropped, no tombstone handled;
+- ingest: the batch's ids made distinct, then a left-anti join with the ids of the sink, which doubles as
+  the seen-ID index (one commit; lakehouse keeps an index of its own, with an interval, and a quarantine);
+  no offset-aware replay, no interval;
+- enrich: for each new record of the sink (a Delta stream), the last version of its key at or before its
+  time (one window over the batch and every version; no expiry, no tombstone), appended;
+- maintain: nothing;
+- assign: the generation's clients read back and appended (no assignor).
+
+Each stage's seconds run from its start to its end, so a streaming stage's include its query's start and
+stop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from lakehouse.pipeline.spec import PipelineSpec, source_schema
+
+#: The floor's steps in run order, as the bench names lakehouse's.
+STEPS = ("subscribe", "materialize", "ingest", "enrich", "maintain", "assign")
+
+
+def floor_run(spark: SparkSession, spec: PipelineSpec, root: str, generation: int) -> dict[str, float]:
+    """One run of the floor over what ``spec``'s landing folders hold that its checkpoints (under ``root``)
+    have not seen; returns each step's seconds."""
+    seconds: dict[str, float] = {}
+    steps = {
+        "subscribe": lambda: _append(
+            _clients(spark, generation), f"{root}/subscriptions", "subscribe", generation
+        ),
+        "materialize": lambda: _stream(spark, spec, root, "changelog", _materialize(root)),
+        "ingest": lambda: _stream(spark, spec, root, "records", _ingest(spark, root)),
+        "enrich": lambda: _stream_delta(spark, root, _enrich(spark, root)),
+        "maintain": lambda: None,
+        "assign": lambda: _assign(spark, root, generation),
+    }
+    for name in STEPS:
+        started = time.perf_counter()
+        steps[name]()
+        seconds[name] = time.perf_counter() - started
+    return seconds
+
+
+def _clients(spark: SparkSession, generation: int) -> DataFrame:
+    return spark.range(6 if generation == 1 else 5).select(
+        F.col("id").alias("client"), F.lit(generation).alias("generation")
+    )
+
+
+def _append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """One Delta append keyed by ``batch_id`` (skipped by Delta when that batch id was committed)."""
+    writer = frame.write.format("delta").mode("append")
+    writer.option("txnAppId", app_id).option("txnVersion", batch_id).save(path)
+
+
+def _stream(spark: SparkSession, spec: PipelineSpec, root: str, name: str, handle) -> None:
+    """``handle`` on the new files of ``spec``'s ``records`` or ``changelog`` landing folder."""
+    schema = source_schema(f"{name}_schema", getattr(spec, f"{name}_schema"))
+    source = spark.readStream.schema(schema).format(getattr(spec, f"{name}_format")).load(getattr(spec, name))
+    _await(source, f"{root}/_checkpoints/{name}", handle)
+
+
+def _stream_delta(spark: SparkSession, root: str, handle) -> None:
+    """``handle`` on the new commits of the floor's sink."""
+    _await(spark.readStream.format("delta").load(f"{root}/deduped"), f"{root}/_checkpoints/enrich", handle)
+
+
+def _await(source: DataFrame, checkpoint: str, handle) -> None:
+    query = (
+        source.writeStream.foreachBatch(handle)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    query.awaitTermination()
+
+
+def _materialize(root: str):
+    def handle(batch: DataFrame, batch_id: int) -> None:
+        versions = batch.select("currency", "rate", F.col("event_time").alias("valid_from"))
+        _append(versions, f"{root}/store", "materialize", batch_id)
+
+    return handle
+
+
+def _ingest(spark: SparkSession, root: str):
+    sink = f"{root}/deduped"
+
+    def handle(batch: DataFrame, batch_id: int) -> None:
+        new = batch.dropDuplicates(["txn_id"])
+        if os.path.isdir(f"{sink}/_delta_log"):
+            seen = spark.read.format("delta").load(sink).select("txn_id")
+            new = new.join(seen, "txn_id", "left_anti")
+        _append(new, sink, "ingest", batch_id)
+
+    return handle
+
+
+def _enrich(spark: SparkSession, root: str):
+    def handle(batch: DataFrame, batch_id: int) -> None:
+        versions = spark.read.format("delta").load(f"{root}/store")
+        records = batch.select(
+            "txn_id", "currency", "amount", F.col("timestamp").alias("at"), F.lit(1).alias("is_record")
+        )
+        rows = records.unionByName(
+            versions.select("currency", "rate", F.col("valid_from").alias("at"), F.lit(0).alias("is_record")),
+            allowMissingColumns=True,
+        )
+        upto = (
+            Window.partitionBy("currency")
+            .orderBy("at", "is_record")
+            .rowsBetween(Window.unboundedPreceding, 0)
+        )
+        joined = rows.withColumn("rate_rate", F.last("rate", ignorenulls=True).over(upto)).where(
+            "is_record = 1"
+        )
+        _append(joined.drop("rate", "is_record"), f"{root}/enriched", "enrich", batch_id)
+
+    return handle
+
+
+def _assign(spark: SparkSession, root: str, generation: int) -> None:
+    clients = (
+        spark.read.format("delta").load(f"{root}/subscriptions").where(F.col("generation") == generation)
+    )
+    _append(clients, f"{root}/assignment", "assign", generation)
