@@ -15,8 +15,8 @@ seconds some Spark job was running, the rest (the driver alone: planning, Delta 
 stream starts, Python), and the executors' task seconds (the work on the data, summed over tasks).
 
 Next to each run, the **floor** (:mod:`pipeline_floor`): the same stages over the same landed files in bare
-Spark and Delta, doing less than the issue asks, run right after lakehouse's (in the warmer JVM). Its run 2
-is what no implementation of the issue's shape can undercut by much.
+Spark and Delta, doing less than the issue asks, run right after lakehouse's (in the warmer JVM): what the
+issue's shape itself costs, before its semantics.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 :func:`floor_run` runs the demo's stages on the demo's landed files with nothing of lakehouse in the data
 path, each stage as the issue requires (a ``trigger(availableNow=True)`` + ``foreachBatch`` query with its
 own checkpoint, for the three streaming stages) and each write keyed by its batch id (Delta's
-``txnAppId``/``txnVersion``), but doing **less** than the issue asks, so that its seconds bound what any
-implementation pays from below:
+``txnAppId``/``txnVersion``), but doing **less** than the issue asks, so that its seconds show what the
+shape itself costs here, before the issue's semantics (a measured reference, not a proven lower bound):
 
 - subscribe: one append of the generation's clients;
 - materialize: one append of the new versions, with no version closed (no MERGE, no validTo, no segment),
