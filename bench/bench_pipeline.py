@@ -69,9 +69,10 @@ class FloorResult:
 def run(spark: SparkSession, size: DemoSize, root: str) -> tuple[list[RunResult], list[FloorResult]]:
     """The demo's two runs at ``size`` on a fresh ``root``, each followed by the floor's run over the same
     landed part (under ``root/floor``): the floor always runs second, in the warmer JVM."""
-    spec = demo_spec(warehouse_uri(load_settings()), root)
+    warehouse = warehouse_uri(load_settings())
+    spec = demo_spec(warehouse, root)
     floor_root = f"{spec.root}/floor"
-    floor_spec = demo_spec(warehouse_uri(load_settings()), floor_root)
+    floor_spec = demo_spec(warehouse, floor_root)
     assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
     results, floors = [], []
     sc = spark.sparkContext

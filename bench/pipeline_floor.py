@@ -1,8 +1,9 @@
 """The floor of issue 14's pipeline: the least a pipeline of its shape does, in bare Spark and Delta.
 
-:func:`floor_run` runs the demo's stages on the demo's landed files with nothing of lakehouse in the data
-path, each stage as the issue requires (a ``trigger(availableNow=True)`` + ``foreachBatch`` query with its
-own checkpoint, for the three streaming stages) and each write keyed by its batch id (Delta's
+:func:`floor_run` runs the demo's stages on the demo's landed files, read as the pipeline reads them
+(:func:`lakehouse.pipeline.sources.read_source`), with nothing else of lakehouse in the data path, each
+stage as the issue requires (a ``trigger(availableNow=True)`` + ``foreachBatch`` query with its own
+checkpoint, for the three streaming stages) and each write keyed by its batch id (Delta's
 ``txnAppId``/``txnVersion``), but doing **less** than the issue asks, so that its seconds show what the
 shape itself costs here, before the issue's semantics (a measured reference, not a proven lower bound):
 
@@ -29,7 +30,8 @@ import time
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lakehouse.pipeline.spec import PipelineSpec, source_schema
+from lakehouse.pipeline.sources import read_source, read_stream
+from lakehouse.pipeline.spec import PipelineSpec
 
 #: The floor's steps in run order, as the bench names lakehouse's.
 STEPS = ("subscribe", "materialize", "ingest", "enrich", "maintain", "assign")
@@ -43,9 +45,17 @@ def floor_run(spark: SparkSession, spec: PipelineSpec, root: str, generation: in
         "subscribe": lambda: _append(
             _clients(spark, generation), f"{root}/subscriptions", "subscribe", generation
         ),
-        "materialize": lambda: _stream(spark, spec, root, "changelog", _materialize(root)),
-        "ingest": lambda: _stream(spark, spec, root, "records", _ingest(spark, root)),
-        "enrich": lambda: _stream_delta(spark, root, _enrich(spark, root)),
+        "materialize": lambda: _await(
+            read_source(spark, spec, "changelog"), f"{root}/_checkpoints/materialize", _materialize(root)
+        ),
+        "ingest": lambda: _await(
+            read_source(spark, spec, "records"), f"{root}/_checkpoints/ingest", _ingest(spark, root)
+        ),
+        "enrich": lambda: _await(
+            read_stream(spark, "deduped", f"{root}/deduped", "delta", "", 0),
+            f"{root}/_checkpoints/enrich",
+            _enrich(spark, root),
+        ),
         "maintain": lambda: None,
         "assign": lambda: _assign(spark, root, generation),
     }
@@ -66,18 +76,6 @@ def _append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     """One Delta append keyed by ``batch_id`` (skipped by Delta when that batch id was committed)."""
     writer = frame.write.format("delta").mode("append")
     writer.option("txnAppId", app_id).option("txnVersion", batch_id).save(path)
-
-
-def _stream(spark: SparkSession, spec: PipelineSpec, root: str, name: str, handle) -> None:
-    """``handle`` on the new files of ``spec``'s ``records`` or ``changelog`` landing folder."""
-    schema = source_schema(f"{name}_schema", getattr(spec, f"{name}_schema"))
-    source = spark.readStream.schema(schema).format(getattr(spec, f"{name}_format")).load(getattr(spec, name))
-    _await(source, f"{root}/_checkpoints/{name}", handle)
-
-
-def _stream_delta(spark: SparkSession, root: str, handle) -> None:
-    """``handle`` on the new commits of the floor's sink."""
-    _await(spark.readStream.format("delta").load(f"{root}/deduped"), f"{root}/_checkpoints/enrich", handle)
 
 
 def _await(source: DataFrame, checkpoint: str, handle) -> None:
