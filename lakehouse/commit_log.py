@@ -416,9 +416,7 @@ class CommitLog:
         """
         clone = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
         txn = self._txn(batch_id, read_version, extra)
-        settings = {_USER_METADATA: self.metadata(batch_id, state, **extra), **(confs or {})}
-        if txn is not None:
-            settings.update({_TXN_APP_ID: txn[0], _TXN_VERSION: str(txn[1])})
+        settings = {**commit_confs(self.metadata(batch_id, state, **extra), txn), **(confs or {})}
         for key, value in settings.items():
             clone.conf.set(key, value)
         return clone
@@ -567,6 +565,15 @@ def prepare_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> C
     actions.addAll(scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer))))
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
+
+
+def commit_confs(metadata: str, txn: tuple[str, int] | None) -> dict[str, str]:
+    """The session confs under which Delta's DML commits (MERGE, DELETE, VACUUM) carry ``metadata`` as
+    ``userMetadata`` and, if given, ``(txnAppId, txnVersion)``."""
+    confs = {_USER_METADATA: metadata}
+    if txn is not None:
+        confs.update({_TXN_APP_ID: txn[0], _TXN_VERSION: str(txn[1])})
+    return confs
 
 
 def prepare_concurrently(spark: SparkSession, prepares: Sequence[Callable[[], Commit]]) -> list[Commit]:

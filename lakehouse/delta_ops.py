@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse.commit_log import CommitLog, commit_infos, latest_snapshot, parse_metadata
+from lakehouse.commit_log import CommitLog, commit_confs, commit_infos, latest_snapshot, parse_metadata
 from lakehouse.errors import (
     InvalidInputError,
     LakehouseInternalError,
@@ -34,9 +34,6 @@ PROPERTY_PREFIX = "lakehouse."
 CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
 #: Marks a table as a read-only replica of the table at the property's value (``lakehouse.replica``).
 REPLICA_SOURCE_PROPERTY = f"{PROPERTY_PREFIX}replica.source_path"
-_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # The txn session confs are shared by every thread of a session (delta-io/delta#3934): writes that set
 # them are serialized within this process.
 _SESSION_TXN_LOCK = threading.Lock()
@@ -180,10 +177,7 @@ def dml_commit(spark: SparkSession, metadata: str, txn: tuple[str, int] | None) 
 
     Serialized with the other such blocks of this process (the confs are session-wide).
     """
-    confs = {_USER_METADATA: metadata}
-    if txn is not None:
-        confs.update({_TXN_APP_ID: txn[0], _TXN_VERSION: str(txn[1])})
-    with _SESSION_TXN_LOCK, session_confs(spark, confs):
+    with _SESSION_TXN_LOCK, session_confs(spark, commit_confs(metadata, txn)):
         yield
 
 
