@@ -22,7 +22,7 @@ from tests.test_readme import ROOT
 RANDOM_CALLS = 3
 
 #: The kill test kills the job after every KILL_STRIDE-th commit: each kill is a new Python and JVM.
-KILL_STRIDE = 3
+KILL_STRIDE = 4
 
 #: Injection points covered by this run's crash tests (printed in the run's summary, tests/conftest.py).
 POINTS: dict[str, int] = {}
