@@ -19,7 +19,7 @@ from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
 
 #: Crashes at random Py4J calls in the exception test's third run.
-RANDOM_CALLS = 3
+RANDOM_CALLS = 2
 
 #: The kill test kills the job after every KILL_STRIDE-th commit: each kill is a new Python and JVM.
 KILL_STRIDE = 4

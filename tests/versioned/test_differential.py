@@ -79,7 +79,7 @@ def test_model_history_is_contiguous_and_agrees_with_reads(case: dict) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=sequence_strategy)
 @example(  # a version expired at its batch's commit is not written: the sealed one before it must not
     # be resolved against a later pending version ([0, 35) never existed; the truth is [0, 23))
