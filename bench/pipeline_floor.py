@@ -20,26 +20,43 @@ shape itself costs here, before the issue's semantics (a measured reference, not
 
 Each stage's seconds run from its start to its end, so a streaming stage's include its query's start and
 stop.
+
+``floor_run(..., issue_tables=True)`` is **floor+**: the floor plus only what the issue names and the floor
+leaves out, each done the cheapest way, still short of the issue's semantics (no interval, no processing
+order, no offset-aware replay, no validTo, no assignor):
+
+- ingest: a seen-ID index of its own and a quarantine. One left join of the batch with the index's ids
+  (cached), then three appends written concurrently: the new records to the sink, their ids to the index,
+  the records of seen ids to the quarantine;
+- maintain: the newest commits of each of its five tables read (the cheapest way lakehouse knows,
+  :func:`lakehouse.commit_log.commit_infos`: the commit files on the driver), as deciding what is due needs;
+- assign: the last generation's assignment read too, as a sticky assignor needs.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from lakehouse.commit_log import commit_infos
 from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
 
 #: The floor's steps in run order, as the bench names lakehouse's.
 STEPS = ("subscribe", "materialize", "ingest", "enrich", "maintain", "assign")
+#: The tables floor+'s maintain step reads the newest commits of.
+_MAINTAINED = ("deduped", "enriched", "store", "index", "quarantine")
 
 
-def floor_run(spark: SparkSession, spec: PipelineSpec, root: str, generation: int) -> dict[str, float]:
-    """One run of the floor over what ``spec``'s landing folders hold that its checkpoints (under ``root``)
-    have not seen; returns each step's seconds."""
+def floor_run(
+    spark: SparkSession, spec: PipelineSpec, root: str, generation: int, issue_tables: bool = False
+) -> dict[str, float]:
+    """One run of the floor (floor+ with ``issue_tables``) over what ``spec``'s landing folders hold that its
+    checkpoints (under ``root``) have not seen; returns each step's seconds."""
     seconds: dict[str, float] = {}
     steps = {
         "subscribe": lambda: _append(
@@ -49,15 +66,17 @@ def floor_run(spark: SparkSession, spec: PipelineSpec, root: str, generation: in
             read_source(spark, spec, "changelog"), f"{root}/_checkpoints/materialize", _materialize(root)
         ),
         "ingest": lambda: _await(
-            read_source(spark, spec, "records"), f"{root}/_checkpoints/ingest", _ingest(spark, root)
+            read_source(spark, spec, "records"),
+            f"{root}/_checkpoints/ingest",
+            (_ingest_with_index if issue_tables else _ingest)(spark, root),
         ),
         "enrich": lambda: _await(
             read_stream(spark, "deduped", f"{root}/deduped", "delta", "", 0),
             f"{root}/_checkpoints/enrich",
             _enrich(spark, root),
         ),
-        "maintain": lambda: None,
-        "assign": lambda: _assign(spark, root, generation),
+        "maintain": lambda: _read_newest_commits(spark, root) if issue_tables else None,
+        "assign": lambda: _assign(spark, root, generation, issue_tables),
     }
     for name in STEPS:
         started = time.perf_counter()
@@ -109,6 +128,29 @@ def _ingest(spark: SparkSession, root: str):
     return handle
 
 
+def _ingest_with_index(spark: SparkSession, root: str):
+    def handle(batch: DataFrame, batch_id: int) -> None:
+        index = f"{root}/index"
+        if os.path.isdir(f"{index}/_delta_log"):
+            seen = spark.read.format("delta").load(index).select("txn_id", F.lit(True).alias("seen"))
+            joined = batch.join(seen, "txn_id", "left")
+        else:
+            joined = batch.withColumn("seen", F.lit(None).cast("boolean"))
+        joined = joined.persist()
+        new = joined.where(F.col("seen").isNull()).drop("seen").dropDuplicates(["txn_id"]).persist()
+        appends = [
+            (new, f"{root}/deduped"),
+            (new.select("txn_id", "timestamp", "partition", "offset"), index),
+            (joined.where(F.col("seen")).drop("seen"), f"{root}/quarantine"),
+        ]
+        with ThreadPoolExecutor(len(appends)) as pool:
+            list(pool.map(lambda append: _append(append[0], append[1], "ingest", batch_id), appends))
+        new.unpersist()
+        joined.unpersist()
+
+    return handle
+
+
 def _enrich(spark: SparkSession, root: str):
     def handle(batch: DataFrame, batch_id: int) -> None:
         versions = spark.read.format("delta").load(f"{root}/store")
@@ -132,8 +174,19 @@ def _enrich(spark: SparkSession, root: str):
     return handle
 
 
-def _assign(spark: SparkSession, root: str, generation: int) -> None:
+def _read_newest_commits(spark: SparkSession, root: str) -> None:
+    for table in _MAINTAINED:
+        if os.path.isdir(f"{root}/{table}/_delta_log"):
+            commit_infos(spark, f"{root}/{table}", 5)
+
+
+def _assign(spark: SparkSession, root: str, generation: int, read_last: bool = False) -> None:
     clients = (
         spark.read.format("delta").load(f"{root}/subscriptions").where(F.col("generation") == generation)
     )
+    if read_last:
+        clients.collect()
+        if os.path.isdir(f"{root}/assignment/_delta_log"):
+            last = spark.read.format("delta").load(f"{root}/assignment")
+            last.where(F.col("generation") == generation - 1).collect()
     _append(clients, f"{root}/assignment", "assign", generation)
