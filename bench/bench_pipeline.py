@@ -293,28 +293,17 @@ def floor_table(results: list[RunResult], floors: dict[str, list[FloorResult]]) 
         "|---|" + "---:|" * ((1 + len(names)) * len(results)),
     ]
 
-    def row(label: str, ours_cell, floor_cell) -> str:
-        cells = [" | ".join([ours_cell(i), *(floor_cell(floors[n][i]) for n in names)]) for i in runs]
-        return f"| {label} | " + " | ".join(cells) + " |"
-
+    # Per run, its columns: lakehouse's, then each floor's (steps' seconds, wall-clock seconds, Spark jobs).
+    columns: list[tuple[dict[str, float], float, int]] = []
+    for i, (result, steps) in enumerate(zip(results, ours, strict=True)):
+        columns.append((steps, result.seconds, result.jobs))
+        columns += [(floors[n][i].steps, floors[n][i].seconds, floors[n][i].jobs) for n in names]
     for step in STEPS:
         lines.append(
-            row(
-                step,
-                lambda i, s=step: f"{ours[i].get(s, float('nan')):.1f}",
-                lambda f, s=step: f"{f.steps[s]:.1f}",
-            )
+            f"| {step} | " + " | ".join(f"{c[0].get(step, float('nan')):.1f}" for c in columns) + " |"
         )
-    lines.append(
-        row(
-            "every step (wall clock)",
-            lambda i: f"**{results[i].seconds:.1f}**",
-            lambda f: f"**{f.seconds:.1f}**",
-        )
-    )
-    lines.append(
-        row("Spark jobs (of the run's own thread)", lambda i: f"{results[i].jobs}", lambda f: f"{f.jobs}")
-    )
+    lines.append("| every step (wall clock) | " + " | ".join(f"**{c[1]:.1f}**" for c in columns) + " |")
+    lines.append("| Spark jobs (of the run's own thread) | " + " | ".join(f"{c[2]}" for c in columns) + " |")
     first = results[0].seconds
     lines.append("")
     for name in names:

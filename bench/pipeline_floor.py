@@ -144,7 +144,7 @@ def _ingest_with_index(spark: SparkSession, root: str):
             (joined.where(F.col("seen")).drop("seen"), f"{root}/quarantine"),
         ]
         with ThreadPoolExecutor(len(appends)) as pool:
-            list(pool.map(lambda append: _append(append[0], append[1], "ingest", batch_id), appends))
+            list(pool.map(lambda append: _append(*append, "ingest", batch_id), appends))
         new.unpersist()
         joined.unpersist()
 
@@ -184,8 +184,8 @@ def _assign(spark: SparkSession, root: str, generation: int, read_last: bool = F
     clients = (
         spark.read.format("delta").load(f"{root}/subscriptions").where(F.col("generation") == generation)
     )
-    if read_last:
-        clients.collect()
+    if read_last:  # an assignor computes on the driver: the clients are read once, and written from there
+        clients = spark.createDataFrame(clients.collect(), clients.schema)
         if os.path.isdir(f"{root}/assignment/_delta_log"):
             last = spark.read.format("delta").load(f"{root}/assignment")
             last.where(F.col("generation") == generation - 1).collect()
