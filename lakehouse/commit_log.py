@@ -518,6 +518,18 @@ def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | N
     return None
 
 
+def txn_app_ids(spark: SparkSession, snapshot: Any) -> set[str]:
+    """Every ``txnAppId`` with a ``SetTransaction`` in ``snapshot`` (from its checksum when it lists them,
+    as :func:`recorded_txn`; otherwise from the reconstructed state)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().setTransactions() if checksum.isDefined() else None
+    if listed is None or not listed.isDefined():
+        return set(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.transactions()).keySet())
+    return {a.appId() for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get())}
+
+
 def append_to_table(frame: DataFrame, path: str, options: Mapping[str, str]) -> None:
     """Append ``frame`` to the Delta table at ``path`` as ``frame.write.format("delta").mode("append")
     .options(**options).save(path)`` does, without the snapshot state rebuild Delta's writer pays for a

@@ -176,7 +176,7 @@ def _shared(spark: SparkSession, offset: int) -> DataFrame:
     frame = spark.createDataFrame(
         [("s", 0, offset, 1_700_000_000_000)], "k string, partition int, offset long, ms long"
     )
-    return frame.selectExpr("k", "partition", "offset", "timestamp_millis(ms) AS timestamp")
+    return frame.selectExpr("k", "'in' AS topic", "partition", "offset", "timestamp_millis(ms) AS timestamp")
 
 
 @pytest.mark.slow
@@ -223,7 +223,7 @@ def _records(spark: SparkSession, prefix: str) -> DataFrame:
     """Four records ``<prefix>0..3`` at offsets 0..3 of partition 0, a millisecond apart."""
     rows = [(f"{prefix}{n}", 0, n, 1_700_000_000_000 + n) for n in range(4)]
     frame = spark.createDataFrame(rows, "k string, partition int, offset long, ms long")
-    return frame.selectExpr("k", "partition", "offset", "timestamp_millis(ms) AS timestamp")
+    return frame.selectExpr("k", "'in' AS topic", "partition", "offset", "timestamp_millis(ms) AS timestamp")
 
 
 @pytest.mark.slow

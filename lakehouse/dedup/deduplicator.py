@@ -75,8 +75,11 @@ from lakehouse.commit_log import (
     CommitLog,
     hashable_columns,
     input_fingerprint,
+    latest_snapshot,
     prepare_concurrently,
+    recorded_txn,
     require_writer_name,
+    txn_app_ids,
 )
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
@@ -287,6 +290,8 @@ class Deduplicator:
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
+        if sink_exists and "topic" not in df.columns:
+            _refuse_shared_sink(sink_log)
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
             rows = _forwarded(resolved, df.columns)
@@ -589,25 +594,47 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     return True
 
 
+def _refuse_shared_sink(sink_log: CommitLog) -> None:
+    """Raise ``InvalidInputError`` at this writer's first batch into a sink other writers (other indexes or
+    writer names: other sources) append to, when the records have no ``topic`` column telling the sources
+    apart: their ``(partition, offset)`` pairs would collide. Costs nothing after the writer's first batch.
+    """
+    snapshot = latest_snapshot(sink_log.spark, sink_log.path)
+    if recorded_txn(sink_log.spark, snapshot, sink_log.txn_app_id) is not None:
+        return
+    others = sorted(a for a in txn_app_ids(sink_log.spark, snapshot) if a != sink_log.txn_app_id)
+    if others:
+        raise InvalidInputError(
+            f"the dedup sink {sink_log.path} is written by {others[0]} too and the records have no `topic` "
+            "column telling the sources apart (their partition/offset pairs would collide): add a `topic` "
+            "column or use a sink of its own (nothing was written)"
+        )
+
+
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
 
 
 def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str | None) -> DataFrame:
-    """The forwarded records less those whose ``(topic,) partition, offset`` the sink or batch holds.
+    """The forwarded records less the re-deliveries of a record the sink or the batch holds.
 
-    Plain forwarded records are kept as they are (they cannot be re-deliveries, see the module doc);
-    replayed, late and null-id records with a non-null offset are kept once per offset and only if
-    neither the sink nor this batch's plain forwarded records have that offset.
+    A re-delivery is the same record again: the same ``(topic,) partition, offset`` *and* the same value
+    in every other column (the timestamp included). A record at an offset the sink holds with any other
+    content is a new record (the source's offsets were reset, or another source shares the sink) and is
+    kept: no record is dropped for its offset alone. Plain forwarded records are kept as they are (they
+    cannot be re-deliveries, see the module doc); replayed, late and null-id records with a non-null
+    offset are kept once per distinct record and only if neither the sink nor this batch's plain
+    forwarded records hold it.
     """
     spark = resolved.sparkSession
+    schema = resolved.select(*columns).schema
     ids = [c for c in ("topic", PARTITION_COL, OFFSET_COL) if c in columns]
     decision = F.col(DECISION_COL)
     fresh = resolved.where(decision == F.lit(_resolve.FORWARDED)).select(*columns)
     again = resolved.where(decision.isin(_resolve.REPLAYED, _resolve.LATE, _resolve.NULL_ID))
     unidentified = again.where(F.col(OFFSET_COL).isNull()).select(*columns)
     identified = again.where(F.col(OFFSET_COL).isNotNull()).select(*columns)
-    held = fresh.select(*ids)
+    held = fresh
     if sink is not None:  # None: the sink does not exist yet
         ranges = (
             identified.groupBy(PARTITION_COL)
@@ -619,10 +646,23 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
             for r in ranges
         )
         if in_ranges:
-            held = held.unionByName(spark.read.format("delta").load(sink).where(in_ranges).select(*ids))
+            held = held.unionByName(spark.read.format("delta").load(sink).where(in_ranges).select(*columns))
     # The same record delivered twice: keeping one copy is the specified semantics here.
-    kept = identified.dropDuplicates(ids).join(held, on=ids, how="left_anti")
-    return fresh.unionByName(kept).unionByName(unidentified)
+    keyed = _with_record_key(identified, schema).dropDuplicates([*ids, _RECORD_KEY])
+    kept = keyed.join(
+        _with_record_key(held, schema).select(*ids, _RECORD_KEY), on=[*ids, _RECORD_KEY], how="left_anti"
+    )
+    return fresh.unionByName(kept.select(*columns)).unionByName(unidentified)
+
+
+#: A record's whole content as one comparable value (see :func:`_with_record_key`).
+_RECORD_KEY = "_lh_record"
+
+
+def _with_record_key(rows: DataFrame, schema: T.StructType) -> DataFrame:
+    """``rows`` plus :data:`_RECORD_KEY`: a struct of every column of ``schema`` (a MAP as its JSON text, as
+    maps cannot be compared). Two rows have equal keys exactly when every column is equal, NULLs equal."""
+    return rows.withColumn(_RECORD_KEY, F.struct(*hashable_columns(schema)))
 
 
 def _rows_appended(sink: CommitLog, batch_id: int) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.dedup import Deduplicator
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError, ReplayMismatchWarning
@@ -59,8 +60,9 @@ def test_deduplicators_sharing_a_quarantine_and_a_sink_never_skip_each_others_ba
         Deduplicator.create(spark, str(tmp_path / n), by="id", interval=INTERVAL, quarantine_path=quarantine)
         for n in ("one", "two")
     )
-    one.run(frame(spark, _recs(("a", 0), ("a", 1)), ("id",)), 0, sink=sink)
-    two.run(frame(spark, _recs(("b", 0), ("b", 2)), ("id",)), 0, sink=sink)
+    # Two sources in one sink tell their records apart by a topic column (else the second is refused).
+    one.run(frame(spark, _recs(("a", 0), ("a", 1)), ("id",)).withColumn("topic", F.lit("one")), 0, sink=sink)
+    two.run(frame(spark, _recs(("b", 0), ("b", 2)), ("id",)).withColumn("topic", F.lit("two")), 0, sink=sink)
     assert _values(spark, sink) == Counter({"a@0": 1, "b@0": 1})
     assert sorted(r["id"] for r in spark.read.format("delta").load(quarantine).collect()) == ["a", "b"]
 

@@ -1,0 +1,120 @@
+"""No record is dropped for its offset alone: offsets reset, a landing folder re-used, sources sharing a
+sink. A re-delivery is the same record again (same offset and content); anything else at a held offset is
+new."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.dedup import Deduplicator
+from lakehouse.errors import InvalidInputError
+from lakehouse.pipeline import run_pipeline
+from tests.dedup.helpers import frame, labels
+from tests.pipeline.helpers import land, spec, txn
+from tests.reference.dedup import Rec
+
+INTERVAL = timedelta(seconds=10)
+
+
+def _sink_labels(spark: SparkSession, sink: str) -> list[str]:
+    return labels(spark.read.format("delta").load(sink))
+
+
+def test_after_an_offset_reset_null_id_late_and_reused_id_records_at_held_offsets_are_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    dedup = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    before = [
+        Rec((None,), 100, 0, 0, "old-0"),
+        Rec((None,), 100, 0, 1, "old-1"),
+        Rec(("a",), 100, 0, 2, "a-old"),
+        Rec(("b",), 100, 0, 3, "b-old"),
+    ]
+    dedup.run(frame(spark, before, ("id",)), 0, sink)
+    # The source restarts numbering at 0: NULL ids, an id seen before (a replay by KIP-655's offset check,
+    # with another payload) and a late record, all at offsets the sink holds.
+    after = [
+        Rec((None,), 101, 0, 0, "new-0"),
+        Rec((None,), 101, 0, 1, "new-1"),
+        Rec(("a",), 100, 0, 2, "a-new"),
+        Rec(("c",), 50, 0, 3, "late-c"),
+    ]
+    stats = dedup.run(frame(spark, after, ("id",)), 1, sink)
+    assert _sink_labels(spark, sink) == sorted(
+        ["old-0", "old-1", "a-old", "b-old", "new-0", "new-1", "a-new", "late-c"]
+    )
+    assert stats.sink_rows == 4
+    # A true re-delivery (the same records again, same content) is still written once.
+    again = dedup.run(frame(spark, after, ("id",)), 2, sink)
+    assert again.sink_rows == 0 and len(_sink_labels(spark, sink)) == 8
+
+
+def _with_topic(df: DataFrame, topic: str) -> DataFrame:
+    return df.withColumn("topic", F.lit(topic))
+
+
+def test_a_second_source_without_a_topic_column_is_refused_at_its_first_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    sink = str(tmp_path / "sink")
+    one, two = (
+        Deduplicator.create(spark, str(tmp_path / name), by="id", interval=INTERVAL) for name in ("a", "b")
+    )
+    one.run(frame(spark, [Rec((None,), 100, 0, 0, "a-0")], ("id",)), 0, sink)
+    version = spark.sql(f"DESCRIBE HISTORY delta.`{sink}`").count()
+    with pytest.raises(InvalidInputError, match="no `topic` column") as refused:
+        two.run(frame(spark, [Rec((None,), 100, 0, 0, "b-0")], ("id",)), 0, sink)
+    assert "\n" not in str(refused.value)
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{sink}`").count() == version
+    one.run(frame(spark, [Rec((None,), 101, 0, 1, "a-1")], ("id",)), 1, sink)  # the first goes on
+
+    # With a topic column each source's NULL-id and late records at the other's offsets are kept.
+    shared = str(tmp_path / "shared")
+    three, four = (
+        Deduplicator.create(spark, str(tmp_path / name), by="id", interval=INTERVAL) for name in ("c", "d")
+    )
+    three.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "c-0")], ("id",)), "c"), 0, shared)
+    four.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "d-0")], ("id",)), "d"), 0, shared)
+    assert _sink_labels(spark, shared) == ["c-0", "d-0"]
+
+
+@pytest.mark.slow
+def test_a_reused_landing_folder_and_a_delta_source_restarting_offsets_lose_nothing_in_the_pipeline(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Files: a second file re-uses the first file's offsets with new records (a NULL id, an id seen
+    before, a late one). Delta: the same rows appended to a Delta source."""
+    landing = tmp_path / "landing" / "transactions"
+    first = [txn(0, "EUR", 30, 0), txn(1, "EUR", 31, 1), {**txn(2, "EUR", 32, 2), "txn_id": None}]
+    second = [txn(3, "EUR", 120, 0), {**txn(0, "EUR", 120, 1), "amount": 99.0}]
+    second += [{**txn(4, "EUR", 33, 2), "txn_id": None}, txn(5, "EUR", 1, 3)]  # NULL id, late
+    land(landing, "f0", first)
+    files = spec(tmp_path, max_files_per_trigger=0)
+    run_pipeline(spark, files, "ingest", emit=lambda m: None)
+    land(landing, "f1", second)
+    run_pipeline(spark, files, "ingest", emit=lambda m: None)
+    deduped = spark.read.format("delta").load(files.tables.deduped)
+    kept = sorted((r["key"], r["offset"]) for r in deduped.collect())
+    assert kept == [("t0", 0), ("t0", 1), ("t1", 1), ("t2", 2), ("t3", 0), ("t4", 2), ("t5", 3)]
+
+    source = str(tmp_path / "records_delta")
+    schema = spark.read.format("delta").load(files.tables.deduped).schema
+    delta = spec(tmp_path / "d", records=source, records_format="delta", max_files_per_trigger=0)
+    for rows in (first, second):
+        batch = spark.read.schema(schema).json(spark.sparkContext.parallelize([_json(r) for r in rows]))
+        batch.write.format("delta").mode("append").save(source)
+        run_pipeline(spark, delta, "ingest", emit=lambda m: None)
+    again = spark.read.format("delta").load(delta.tables.deduped)
+    assert sorted((r["key"], r["offset"]) for r in again.collect()) == kept
+
+
+def _json(row: dict[str, object]) -> str:
+    import json
+
+    return json.dumps(row)
