@@ -11,7 +11,7 @@ from lakehouse.assignment.job import config_from_args, run_assignment
 from lakehouse.config import Settings, load_settings
 from lakehouse.demo import demo_spec, run_demo
 from lakehouse.demo_data import DemoSize
-from lakehouse.doctor import run_doctor, versions
+from lakehouse.doctor import run_doctor, run_table_doctor, versions
 from lakehouse.errors import LakehouseError
 from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
@@ -29,6 +29,8 @@ def _cmd_version(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    if args.table:
+        return run_table_doctor(get_spark(dict(args.conf), settings), args.table)
     run_doctor(get_spark(dict(args.conf), settings))
     return 0
 
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor", help="resolve the Delta jars, start Spark, and exercise a scratch Delta table"
     )
+    doctor.add_argument("table", nargs="?", help="a Delta table's path: report its health instead")
     doctor.set_defaults(run=_cmd_doctor)
 
     demo = commands.add_parser(

@@ -69,8 +69,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.util import inheritable_thread_target
 
+from lakehouse.damage import checked_snapshot
 from lakehouse.errors import (
     ConcurrentWriteError,
+    DamagedTableError,
     InvalidInputError,
     LakehouseInternalError,
     ReplayMismatchWarning,
@@ -179,7 +181,9 @@ class CommitLog:
         snapshot = latest_snapshot(self.spark, self.path)
         version = int(snapshot.version())
         if version < 0:
-            raise LakehouseInternalError(f"a Delta table without a commit: {self.path}")
+            raise DamagedTableError(
+                self.path, "its _delta_log holds no commit (the table or its log was deleted)"
+            )
         last = recorded_txn(self.spark, snapshot, self.txn_app_id)
         state = self.state_at(version) if self.state_fields else {}
         if self.fenced:
@@ -475,7 +479,7 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     assert jvm is not None
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     none = jvm.scala.Option.empty()
-    return log.update(False, none, none)
+    return checked_snapshot(spark, path, lambda: log.update(False, none, none))
 
 
 def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:

@@ -114,6 +114,19 @@ class KafkaBrokerError(LakehouseError, RuntimeError):
     """The local Kafka broker could not be started (the message says why and names its log file)."""
 
 
+class DamagedTableError(LakehouseError, RuntimeError):
+    """A Delta table's log or files are damaged: named with the damage and the ways to recover."""
+
+    def __init__(self, path: str, damage: str) -> None:
+        self.path = path
+        self.damage = damage
+        super().__init__(
+            f"the Delta table {path} is damaged: {damage}. Nothing was read or written: restore it from a "
+            f"replica, or `RESTORE TABLE delta.`{path}` TO VERSION AS OF <an earlier version>`, or re-create "
+            "it (see docs/recovery.md)"
+        )
+
+
 def first_line(error: BaseException, limit: int = 200) -> str:
     """The first line of an error's message (an engine's errors span many), at most ``limit`` characters."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]

@@ -1,0 +1,122 @@
+"""Damaged Delta tables named, not mis-read: checks of a table's log that cost no table scan.
+
+A snapshot is checked when Delta builds it (:func:`checked_snapshot`, called by
+:func:`lakehouse.commit_log.latest_snapshot`, which every open, read and write of a lakehouse table goes
+through):
+
+- Delta's own errors building it (a missing middle commit: versions not contiguous; a table folder or log
+  deleted; a checkpoint it cannot read) become one :class:`~lakehouse.errors.DamagedTableError` line.
+- The newest commit file must be non-empty and parse as JSON lines (a zero-byte or truncated last commit:
+  Delta reads an empty file as a commit with no action, and a truncated one fails only later, deep in a
+  read). Read once per new version (a small file on the driver), remembered per table.
+- Each checkpoint file of the snapshot's log segment must end with Parquet's magic bytes (a truncated
+  checkpoint): four bytes read once per checkpoint.
+
+What it cannot see: a damage that leaves a valid-looking log (a commit's ``add`` line removed whole, a
+data file rewritten with other rows) reads as a valid table; a data file deleted from under the table is
+found by a read of that file, or by :func:`table_health` (``lakehouse doctor TABLE``), which lists the
+table's files. See docs/recovery.md.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+from lakehouse.errors import DamagedTableError, first_line
+
+_PARQUET_MAGIC = b"PAR1"
+#: Per table path: the (version, size) of its newest commit file found sound, and the checkpoints checked.
+_checked: dict[str, tuple[int, int]] = {}
+_checked_checkpoints: set[str] = set()
+_lock = threading.Lock()
+
+
+def checked_snapshot(spark: SparkSession, path: str, update: Any) -> Any:
+    """``update()`` (Delta's ``DeltaLog.update``: the newest snapshot), checked as the module doc says.
+
+    Raises:
+        DamagedTableError: the table's log is damaged (the message names the damage as Delta reports it).
+    """
+    try:
+        snapshot = update()
+    except Py4JJavaError as error:
+        raise DamagedTableError(path, _delta_says(error)) from None
+    if int(snapshot.version()) >= 0:
+        _check_segment(spark, path, snapshot)
+    return snapshot
+
+
+def _delta_says(error: Py4JJavaError) -> str:
+    """The first line of Delta's message (the Java exception's, without the Py4J preamble)."""
+    cause = error.java_exception
+    text = str(cause.getMessage() or cause.toString())
+    return first_line(Exception(text), 300)
+
+
+def _check_segment(spark: SparkSession, path: str, snapshot: Any) -> None:
+    segment = snapshot.logSegment()
+    convert = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters  # type: ignore[union-attr]
+    deltas = list(convert.asJava(segment.deltas()))
+    for checkpoint in convert.asJava(segment.checkpointProvider().topLevelFiles()):
+        _check_checkpoint(spark, path, checkpoint)
+    if not deltas:
+        return
+    last = deltas[-1]
+    version, size = int(snapshot.version()), int(last.getLen())
+    if _checked.get(path) == (version, size):
+        return
+    name = last.getPath().getName()
+    if size == 0:
+        raise DamagedTableError(path, f"its last commit {name} is an empty file (zero bytes)")
+    try:
+        text = _read(spark, last.getPath(), size).decode("utf-8", errors="replace")
+    except Py4JJavaError as error:  # e.g. a checksum error: the file changed after it was written
+        raise DamagedTableError(
+            path, f"its last commit {name} cannot be read: {_delta_says(error)}"
+        ) from None
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            action = json.loads(line)
+        except ValueError:
+            action = None
+        if not isinstance(action, dict):
+            raise DamagedTableError(
+                path,
+                f"its last commit {name} cannot be parsed (line {number} is not a JSON action: truncated?)",
+            )
+    with _lock:
+        _checked[path] = (version, size)
+
+
+def _check_checkpoint(spark: SparkSession, path: str, status: Any) -> None:
+    file = str(status.getPath())
+    if file in _checked_checkpoints or not file.endswith(".parquet"):
+        return
+    size = int(status.getLen())
+    try:
+        whole = size >= 8 and _read(spark, status.getPath(), 4, at=size - 4) == _PARQUET_MAGIC
+    except Py4JJavaError:
+        whole = False
+    if not whole:
+        raise DamagedTableError(
+            path, f"its checkpoint {status.getPath().getName()} is truncated (not a whole Parquet file)"
+        )
+    with _lock:
+        _checked_checkpoints.add(file)
+
+
+def _read(spark: SparkSession, hadoop_path: Any, length: int, at: int = 0) -> bytes:
+    """``length`` bytes of a file from ``at``, through Hadoop (any file system Spark reaches)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).open(hadoop_path)  # type: ignore[union-attr]
+    try:
+        stream.seek(at)
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length))
+    finally:
+        stream.close()

@@ -1,0 +1,111 @@
+"""Damaged Delta tables are named in one line, not mis-read, and nothing is written on top of them."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.doctor import table_health
+from lakehouse.errors import DamagedTableError
+from lakehouse.versioned import VersionedStore
+from tests.versioned.helpers import batch_frame, create_store
+
+
+@pytest.fixture(scope="module")
+def sound_store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of four commits with a checkpoint at version 1, to be copied and damaged."""
+    path = tmp_path_factory.mktemp("damage") / "store"
+    store = create_store(spark, str(path), retention_ms=10_000_000)
+    store.put_all(batch_frame(spark, [("a", "a1", 100, 0, 0)]))
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+    none = jvm.scala.Option.empty()
+    log.checkpoint(log.update(False, none, none), none)
+    store.put_all(batch_frame(spark, [("a", "a2", 200, 0, 1), ("b", "b1", 200, 0, 2)]))
+    store.put_all(batch_frame(spark, [("a", "a3", 300, 0, 3)]))
+    return path
+
+
+def _commits(log: Path) -> list[Path]:
+    return sorted(log.glob("*.json"))
+
+
+def _rewrite(file: Path, content: bytes) -> None:
+    """Write ``content`` over ``file`` as a hand edit or a torn write would (no checksum sidecar left)."""
+    file.write_bytes(content)
+    (file.parent / f".{file.name}.crc").unlink(missing_ok=True)
+
+
+def _zero_byte_last_commit(log: Path) -> None:
+    _rewrite(_commits(log)[-1], b"")
+
+
+def _truncated_last_commit(log: Path) -> None:
+    last = _commits(log)[-1]
+    text = last.read_bytes()
+    _rewrite(last, text[: len(text) // 2])
+
+
+def _last_line_cut(log: Path) -> None:
+    last = _commits(log)[-1]
+    lines = last.read_bytes().splitlines(keepends=True)
+    _rewrite(last, b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+
+
+def _missing_middle_commit(log: Path) -> None:
+    (log / f"{2:020d}.json").unlink()  # after the checkpoint (version 1): the newest state needs it
+
+
+def _truncated_checkpoint(log: Path) -> None:
+    checkpoint = next(log.glob("*.checkpoint.parquet"))
+    _rewrite(checkpoint, checkpoint.read_bytes()[:100])
+    for commit in _commits(log)[:2]:  # the checkpoint is then the only way to versions 0 and 1
+        commit.unlink()
+
+
+DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "zero-byte last commit": (_zero_byte_last_commit, "empty file"),
+    "truncated last commit": (_truncated_last_commit, "cannot be parsed"),
+    "last line cut": (_last_line_cut, "cannot be parsed"),
+    "missing middle commit": (_missing_middle_commit, "ontiguous"),
+    "truncated checkpoint": (_truncated_checkpoint, "checkpoint"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
+    spark: SparkSession, sound_store: Path, tmp_path: Path, damage: str
+) -> None:
+    path = tmp_path / "store"
+    shutil.copytree(sound_store, path)
+    harm, says = DAMAGES[damage]
+    harm(path / "_delta_log")
+    files = sorted(p.name for p in (path / "_delta_log").iterdir())
+    with pytest.raises(DamagedTableError, match=says) as raised:
+        store = VersionedStore.open(spark, str(path))
+        store.get("a")
+    message = str(raised.value)
+    assert "\n" not in message and str(path) in message and "RESTORE TABLE" in message
+    assert not table_health(spark, str(path)).sound
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == files
+
+
+def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
+    spark: SparkSession, sound_store: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "store"
+    shutil.copytree(sound_store, path)
+    store = VersionedStore.open(spark, str(path))
+    assert store.get("a") is not None and table_health(spark, str(path)).sound
+    data = sorted(p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
+    data[-1].unlink()
+    health = table_health(spark, str(path))
+    assert not health.sound and "missing" in health.problems[0] and data[-1].name in health.problems[0]
+    shutil.rmtree(path)
+    with pytest.raises(DamagedTableError, match=r"no commit|deleted"):
+        store.get("a")
+    assert not table_health(spark, str(path)).sound
