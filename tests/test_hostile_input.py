@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse.asof import asof_join
+from lakehouse.asof.grace import asof_join_with_grace
+from lakehouse.assignment import ClientState, assign
+from lakehouse.assignment.job import DEMO_CONFIG
+from lakehouse.assignment.store import AssignmentStore, Subscription
 from lakehouse.dedup import Deduplicator
 from lakehouse.delta_ops import latest_version
 from lakehouse.errors import LakehouseError
@@ -165,3 +170,66 @@ def test_a_deduplicator_refuses_a_hostile_batch_in_one_line_or_takes_it_as_docum
         lambda: dedup.run(batch, batch_id, sink=sink),
         lambda: _versions(spark, [index, sink]),
     )
+
+
+# ---------------------------------------------------------------------- issue 39: the last raw errors
+def _one_line(error: pytest.ExceptionInfo[LakehouseError]) -> str:
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_an_asof_join_with_an_event_outside_years_1_to_9999_is_refused_in_one_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store = VersionedStore.create(spark, str(tmp_path / "store"), "k", STORE_SCHEMA, timedelta(hours=1))
+    good = _good(spark).select("k", "timestamp")
+    for name, us in (("year 10000", 253402300800000000), ("year 1", -62135596800000001)):
+        hostile = good.withColumn(
+            "timestamp",
+            F.when(F.col("k") == "b", F.timestamp_micros(F.lit(us))).otherwise(F.col("timestamp")),
+        )
+        with pytest.raises(LakehouseError, match="outside years 1 to 9999") as raised:
+            asof_join(hostile, store).collect()
+        _one_line(raised)
+        CASES[f"refused: as-of join, {name}"] += 1
+
+
+def test_a_grace_join_without_its_timestamp_or_into_a_sink_of_another_schema_is_refused_in_one_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store = VersionedStore.create(spark, str(tmp_path / "store"), "k", STORE_SCHEMA, timedelta(hours=1))
+    store.put_all(_good(spark))
+    sink = str(tmp_path / "sink")
+    spark.createDataFrame([(1,)], "other int").write.format("delta").save(sink)
+    run = {"grace": timedelta(0), "pending_path": str(tmp_path / "pending"), "sink_path": sink}
+    stream = _good(spark).select("k", "timestamp")
+    with pytest.raises(LakehouseError, match="timestamp") as raised:
+        asof_join_with_grace(stream.drop("timestamp"), store, batch_id=0, **run)
+    _one_line(raised)
+    with pytest.raises(LakehouseError, match="grace sink") as raised:
+        asof_join_with_grace(stream, store, batch_id=0, **run)
+    _one_line(raised)
+    assert _versions(spark, [sink]) == [0]
+    CASES["refused: grace join, missing timestamp / sink of another schema"] += 2
+
+
+def test_an_assignment_store_refuses_a_none_tag_and_a_subscription_other_than_the_stored_one(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store = AssignmentStore.create(spark, str(tmp_path / "assignment"), DEMO_CONFIG)
+    tasks = ["0_0", "0_1"]
+    with pytest.raises(LakehouseError, match="tag") as raised:
+        store.write_subscriptions(0, {"x": ClientState("x", tags={"zone": None})}, tasks)  # type: ignore[dict-item]
+    _one_line(raised)
+    clients = {"x": ClientState("x", tags={"zone": "z0"}), "y": ClientState("y", tags={"zone": "z1"})}
+    store.write_subscriptions(0, clients, tasks)
+    other = Subscription(0, datetime.now(UTC), clients, ("0_5",), ())
+    with pytest.raises(LakehouseError, match="differs from the stored one") as raised:
+        store.write_assignment(other, assign(clients, ["0_5"], (), store.config))
+    _one_line(raised)
+    assert store.latest_assigned_generation() is None
+    stored = store.subscription(0)
+    assert store.write_assignment(stored, assign(clients, tasks, (), store.config)) is True
+    assert store.assignment(0).count() >= 2
+    CASES["refused: assignment, None tag / other subscription"] += 2

@@ -28,8 +28,9 @@ from lakehouse import delta_ops
 from lakehouse.asof._source import source_of
 from lakehouse.asof.join import JoinOptions, join_source
 from lakehouse.commit_log import CommitLog
-from lakehouse.errors import InvalidInputError
+from lakehouse.errors import InvalidInputError, SchemaMismatchError
 from lakehouse.paths import resolve_path
+from lakehouse.schemas import require_columns
 from lakehouse.times import from_micros, micros, timestamp_lit
 from lakehouse.versioned.store import VersionedStore
 
@@ -75,6 +76,8 @@ def asof_join_with_grace(
         InvalidInputError: a negative grace, a grace above the history retention, a bad batch id.
     """
     _check_grace(store, grace)
+    if timestamp not in stream_df.columns:
+        raise SchemaMismatchError("as-of join with grace: stream side", [timestamp])
     pending_path, sink_path = resolve_path(pending_path), resolve_path(sink_path)
     options = JoinOptions(timestamp, how, prefix, suffix)
     spark = stream_df.sparkSession
@@ -96,6 +99,12 @@ def asof_join_with_grace(
     t = F.col(timestamp)
     ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= timestamp_lit(cutoff_us))
     joined = join_source(combined.where(ready_now), source, options).frame
+    if DeltaTable.isDeltaTable(spark, sink_path):
+        require_columns(
+            spark.read.format("delta").load(sink_path).schema,
+            joined.schema,
+            f"the grace sink {sink_path} cannot take the join's rows (nothing was appended)",
+        )
     # Order matters for crash safety: the sink commit records the cutoff a re-run must reuse.
     _append_to_sink(joined, sink, batch_id, cutoff_us)
     emitted = _rows_written(sink, batch_id)

@@ -48,7 +48,7 @@ from pyspark.sql import types as T
 
 from lakehouse.asof._source import SEGMENT, TOMBSTONE, VALID_FROM, VALID_TO, VersionSource, source_of
 from lakehouse.errors import InvalidInputError, LakehouseInternalError, SchemaMismatchError
-from lakehouse.times import from_micros, micros, timestamp_lit
+from lakehouse.times import from_micros, micros, require_representable, timestamp_lit
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.segments import segment_of
 
@@ -296,6 +296,8 @@ def _batch_stats(
         raise LakehouseInternalError("an aggregate returned no row")
     records = int(row["records"] or 0)
     min_us, max_us = row["min_us"], row["max_us"]
+    for us in (min_us, max_us):
+        require_representable(us, f"a stream record's {timestamp}")
     span_us = 1 if min_us is None else max_us - min_us + 1
     widths: dict[int, int] = {}
     if bucket is not None:

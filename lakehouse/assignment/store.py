@@ -215,6 +215,12 @@ class AssignmentStore:
         stateless = sorted_tasks(stateless_tasks)
         if not clients:
             raise AssignmentInputError(f"generation {generation} has no clients: nothing was written")
+        for pid, client in sorted(clients.items()):
+            bad = sorted(str(tag) for tag, value in client.tags.items() if not isinstance(value, str))
+            if bad:
+                raise AssignmentInputError(
+                    f"client {pid}'s tag(s) {bad} have no string value: nothing was written"
+                )
         build_context(clients, stateful, stateless, self.config)  # the assignor's own input checks
         log = CommitLog(self.spark, self.subscriptions_path, APP_ID)
         if not log.check_new(generation, log.last_batch_id(), "generation"):
@@ -266,6 +272,7 @@ class AssignmentStore:
         log = CommitLog(self.spark, self.assignment_path, APP_ID)
         if not log.check_new(generation, log.last_batch_id(), "generation"):
             return False
+        self._require_stored(subscription)
         time = at or datetime.now(UTC)
         probing_at = time + result.probing_rebalance_after if result.probing_rebalance_after else None
         rows = [
@@ -283,6 +290,28 @@ class AssignmentStore:
         )
         append_to_table(frame, self.assignment_path, options)
         return True
+
+    def _require_stored(self, subscription: Subscription) -> None:
+        """Raise ``AssignmentInputError`` if the store holds ``subscription``'s generation with other tasks
+        or clients (an assignment of other subscriptions would take the generation: nothing is written)."""
+        try:
+            stored = self.subscription(subscription.generation)
+        except NoSubscriptionsError:
+            return
+        differs = [
+            what
+            for what, mine, theirs in (
+                ("stateful tasks", tuple(subscription.stateful_tasks), stored.stateful_tasks),
+                ("stateless tasks", tuple(subscription.stateless_tasks), stored.stateless_tasks),
+                ("clients", tuple(sorted(subscription.clients)), tuple(sorted(stored.clients))),
+            )
+            if mine != theirs
+        ]
+        if differs:
+            raise AssignmentInputError(
+                f"generation {subscription.generation}'s subscription differs from the stored one in its "
+                f"{' and '.join(differs)}: assign the stored subscription (nothing was written)"
+            )
 
     # ------------------------------------------------------------------ reads
     def subscriptions_table(self) -> DataFrame:
