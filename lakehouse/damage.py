@@ -30,9 +30,10 @@ from pyspark.sql import SparkSession
 from lakehouse.errors import DamagedTableError, first_line
 
 _PARQUET_MAGIC = b"PAR1"
-#: Per table path: the (version, size) of its newest commit file found sound, and the checkpoints checked.
+#: Per table path: the (version, size) of its newest commit file found sound; the (path, version) of the
+#: checkpoints found sound.
 _checked: dict[str, tuple[int, int]] = {}
-_checked_checkpoints: set[str] = set()
+_checked_checkpoints: set[tuple[str, int]] = set()
 _lock = threading.Lock()
 
 
@@ -59,14 +60,20 @@ def _delta_says(error: Py4JJavaError) -> str:
 
 
 def _check_segment(spark: SparkSession, path: str, snapshot: Any) -> None:
+    """The checks of the newest commit file and the checkpoint: a few Py4J calls when already checked."""
     segment = snapshot.logSegment()
-    convert = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters  # type: ignore[union-attr]
-    deltas = list(convert.asJava(segment.deltas()))
-    for checkpoint in convert.asJava(segment.checkpointProvider().topLevelFiles()):
-        _check_checkpoint(spark, path, checkpoint)
-    if not deltas:
+    provider = segment.checkpointProvider()
+    checkpoint = (path, int(provider.version()))
+    if checkpoint[1] >= 0 and checkpoint not in _checked_checkpoints:
+        convert = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters  # type: ignore[union-attr]
+        for status in convert.asJava(provider.topLevelFiles()):
+            _check_checkpoint(path, spark, status)
+        with _lock:
+            _checked_checkpoints.add(checkpoint)
+    deltas = segment.deltas()
+    if deltas.isEmpty():
         return
-    last = deltas[-1]
+    last = deltas.last()
     version, size = int(snapshot.version()), int(last.getLen())
     if _checked.get(path) == (version, size):
         return
@@ -93,9 +100,9 @@ def _check_segment(spark: SparkSession, path: str, snapshot: Any) -> None:
         _checked[path] = (version, size)
 
 
-def _check_checkpoint(spark: SparkSession, path: str, status: Any) -> None:
-    file = str(status.getPath())
-    if file in _checked_checkpoints or not file.endswith(".parquet"):
+def _check_checkpoint(path: str, spark: SparkSession, status: Any) -> None:
+    """Raise unless a Parquet checkpoint file ends with Parquet's magic bytes (four bytes read)."""
+    if not str(status.getPath()).endswith(".parquet"):
         return
     size = int(status.getLen())
     try:
@@ -106,8 +113,6 @@ def _check_checkpoint(spark: SparkSession, path: str, status: Any) -> None:
         raise DamagedTableError(
             path, f"its checkpoint {status.getPath().getName()} is truncated (not a whole Parquet file)"
         )
-    with _lock:
-        _checked_checkpoints.add(file)
 
 
 def _read(spark: SparkSession, hadoop_path: Any, length: int, at: int = 0) -> bytes:
