@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
+from lakehouse.commit_log import recorded_state
 from lakehouse.errors import EngineUnsupportedError
 
 #: Reader features the JVM-free path reads and is tested on (``tests/read``): deletion vectors (every
@@ -27,6 +29,7 @@ READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 _READER_VERSIONS = (1, 3)
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 _MAX_DEPTH = 4
+_RECENT_COMMITS = 20
 
 
 def is_local(path: str) -> bool:
@@ -41,7 +44,7 @@ def local_path(path: str) -> str:
 
 
 def unreadable_reason(table: DeltaTable) -> str | None:
-    """Why delta-rs must not read ``table`` (its protocol needs what :data:`READER_FEATURES` lacks), or None."""
+    """Why delta-rs must not read ``table`` (a protocol beyond :data:`READER_FEATURES`), or None."""
     protocol = table.protocol()
     if protocol.min_reader_version not in _READER_VERSIONS:
         return f"it needs Delta reader version {protocol.min_reader_version} (column mapping or newer)"
@@ -104,3 +107,15 @@ def find_local_tables(root: str) -> dict[str, str]:
             if not child.name.startswith(("_", ".")) and "=" not in child.name:
                 pending.append((child.path, (*parts, child.name)))
     return dict(sorted(found.items()))
+
+
+def recorded_state_of(table: DeltaTable, app_id: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """The state (``fields``) that ``app_id``'s commits recorded as of the table's version (see
+    :meth:`lakehouse.commit_log.CommitLog.state_at`): the newest commits first, all retained ones if none
+    of them carries it."""
+    for limit in (_RECENT_COMMITS, None):
+        commits = table.history(limit)
+        state = recorded_state(commits, app_id, fields, table.version())
+        if state or len(commits) < _RECENT_COMMITS:
+            return state
+    return {}

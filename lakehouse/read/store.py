@@ -9,17 +9,15 @@ a read at ``as_of < stream_time - R`` is expired and answered by the latest vers
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
-from lakehouse.commit_log import recorded_state
 from lakehouse.errors import InvalidInputError, NotALakehouseTableError
-from lakehouse.read.engine import local_path, open_table, run_sql
+from lakehouse.read.engine import local_path, open_table, recorded_state_of, run_sql
 from lakehouse.times import from_micros, micros
 from lakehouse.versioned.pending import versions_sql
 from lakehouse.versioned.records import VersionedRecord
@@ -31,7 +29,6 @@ _APP_ID = "lakehouse.versioned_store"
 _STREAM_TIME = "stream_time_us"
 _PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME = "pending_writes", "sealed_writes", "seal_stream_time_us"
 _STATE_FIELDS = (_STREAM_TIME, _PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
-_RECENT_COMMITS = 20
 _TABLE = "store"
 
 
@@ -61,7 +58,7 @@ class StoreReader:
             raise NotALakehouseTableError(path, KIND, "it is a Delta table lakehouse did not create")
         self.settings = StoreSettings.from_properties(path, properties)
         self.version = self.table.version()
-        self.state = _state(self.table, self.version)
+        self.state = recorded_state_of(self.table, _APP_ID, _STATE_FIELDS)
 
     @property
     def columns(self) -> list[str]:
@@ -163,16 +160,6 @@ class StoreReader:
 
     def __repr__(self) -> str:
         return f"StoreReader({local_path(self.path)!r}, version={self.version})"
-
-
-def _state(table: DeltaTable, version: int) -> dict[str, Any]:
-    """The store's state as of ``version`` from its commit metadata (the newest commits first)."""
-    for limit in (_RECENT_COMMITS, None):
-        commits = table.history(limit)
-        state = recorded_state(commits, _APP_ID, _STATE_FIELDS, version)
-        if state or len(commits) < _RECENT_COMMITS:
-            return state
-    return {}
 
 
 def _literal(value: Any) -> str:
