@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lakehouse.errors import InvalidInputError, NotALakehouseTableError
 from lakehouse.read.engine import local_path, open_table, recorded_state_of, run_sql
 from lakehouse.times import from_micros, micros
-from lakehouse.versioned.pending import versions_sql
+from lakehouse.versioned.pending import PENDING_SEGMENT, versions_sql
 from lakehouse.versioned.records import VersionedRecord
 from lakehouse.versioned.segments import SEGMENT_COL, segment_of
 from lakehouse.versioned.settings import KIND, StoreSettings
@@ -88,10 +88,21 @@ class StoreReader:
     def versions(self, key: Any = None) -> pa.Table:
         """Every version (of ``key``, or all) with ``valid_from``, ``valid_to`` and ``tombstone``, ordered by
         key and ``valid_from``: :meth:`VersionedStore.versions` without its ``segment`` column."""
-        source = _TABLE
+        return self._versions(key, None)
+
+    def _versions(self, key: Any, first_segment: int | None) -> pa.Table:
+        """:meth:`versions`, or with ``first_segment`` only those that can be valid at a time in that
+        segment or later: the sealed rows of earlier segments (``valid_to`` before that segment) are not
+        read. Each version returned that is valid at such a time is resolved right: its true successor
+        starts after that time, so it is read; a version whose successor is not read ends before it."""
+        conditions = []
         if key is not None:
-            condition = " AND ".join(f'"{k}" = {_literal(v)}' for k, v in self._key_dict(key).items())
-            source = f"(SELECT * FROM {_TABLE} WHERE {condition}) AS one_key"
+            conditions += [f'"{k}" = {_literal(v)}' for k, v in self._key_dict(key).items()]
+        if first_segment is not None:
+            conditions.append(f'("{SEGMENT_COL}" IS NULL OR "{SEGMENT_COL}" >= {first_segment})')
+        source = _TABLE
+        if conditions:
+            source = f"(SELECT * FROM {_TABLE} WHERE {' AND '.join(conditions)}) AS rows_read"
         if not self._has_pending():  # the table itself
             columns = ", ".join(f'"{c}"' for c in self.columns if c != SEGMENT_COL)
             query = f"SELECT {columns} FROM {source}"
@@ -108,7 +119,7 @@ class StoreReader:
         """The latest version of ``key`` (``as_of`` None) or the one valid at ``as_of`` (inclusive); None when
         absent or a tombstone. An expired ``as_of`` (``< stream_time - R``) is answered by the latest
         version only, if ``valid_from <= as_of``."""
-        found = self._valid(self.versions(key), as_of)
+        found = self._valid(self._versions(key, self._first_segment(as_of)), as_of)
         if found.num_rows == 0:
             return None
         row = found.slice(0, 1).to_pylist()[0]
@@ -120,7 +131,7 @@ class StoreReader:
     def as_of(self, t: datetime, include_tombstones: bool = False) -> pa.Table:
         """Every key's version valid at ``t`` (``valid_from <= t < valid_to``), expired reads answered by
         latest versions only; tombstones left out unless ``include_tombstones``."""
-        found = self._valid(self.versions(), t)
+        found = self._valid(self._versions(None, self._first_segment(t)), t)
         return found if include_tombstones else found.filter(pc.invert(found["tombstone"]))
 
     def _valid(self, versions: pa.Table, as_of: datetime | None) -> pa.Table:
@@ -130,10 +141,20 @@ class StoreReader:
             return versions.filter(latest)
         t_us = micros(as_of)
         at = pa.scalar(t_us, pa.timestamp("us", tz="UTC"))
-        horizon = self.state.get(_STREAM_TIME)
-        expired = horizon is not None and t_us < int(horizon) - self.settings.retention_us
+        expired = self._is_expired(t_us)
         ends_after = latest if expired else pc.or_kleene(latest, pc.greater(versions["valid_to"], at))
         return versions.filter(pc.and_kleene(pc.less_equal(versions["valid_from"], at), ends_after))
+
+    def _first_segment(self, as_of: datetime | None) -> int:
+        """The first segment a read at ``as_of`` needs (None: the latest versions and pending rows only; an
+        expired read is answered by the latest version too)."""
+        if as_of is None or self._is_expired(micros(as_of)):
+            return PENDING_SEGMENT
+        return segment_of(micros(as_of), self.settings.interval_us)
+
+    def _is_expired(self, t_us: int) -> bool:
+        horizon = self.state.get(_STREAM_TIME)
+        return horizon is not None and t_us < int(horizon) - self.settings.retention_us
 
     def _has_pending(self) -> bool:
         return int(self.state.get(_PENDING_WRITES, 0)) > int(self.state.get(_SEALED_WRITES, 0))
