@@ -205,13 +205,7 @@ class CommitLog:
         """
         for limit in (_RECENT_COMMITS, None):
             rows = commit_infos(self.spark, self.path, limit)
-            state: dict[str, Any] = {}
-            for row in rows:
-                meta = parse_metadata(row.get("userMetadata"))
-                if int(row["version"]) > version or meta is None or meta.get("app_id") != self.app_id:
-                    continue
-                recorded = {f: meta[f] for f in self.state_fields if meta.get(f) is not None}
-                state = _largest(state, recorded)
+            state = recorded_state(rows, self.app_id, self.state_fields, version)
             if state or len(rows) < _RECENT_COMMITS:
                 return state
         return {}
@@ -760,6 +754,20 @@ def require_writer_name(writer: str | None) -> str | None:
     if writer is not None and (not isinstance(writer, str) or not writer or "/" in writer):
         raise InvalidInputError(f"writer must be a non-empty string without '/', got {writer!r}")
     return writer
+
+
+def recorded_state(
+    commits: Sequence[Mapping[str, Any]], app_id: str, fields: Sequence[str], version: int
+) -> dict[str, Any]:
+    """The state (``fields``) that ``commits`` (commit infos with ``version`` and ``userMetadata``, any
+    engine's) of ``app_id`` at or below ``version`` recorded: per field the largest value ({} if none)."""
+    state: dict[str, Any] = {}
+    for row in commits:
+        meta = parse_metadata(row.get("userMetadata"))
+        if int(row["version"]) > version or meta is None or meta.get("app_id") != app_id:
+            continue
+        state = _largest(state, {f: meta[f] for f in fields if meta.get(f) is not None})
+    return state
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from lakehouse.quality import run_quality
 from lakehouse.quality.enriched import mark_enriched
 from lakehouse.replica.demo import demo_step as replica_demo_step
 from lakehouse.summary import summary_lines
+from lakehouse.versioned.store import VersionedStore
 
 PIPELINE = "demo"
 #: The client that leaves the demo's cluster before the second run.
@@ -77,7 +78,7 @@ def run_demo(
         runs.append(demo_run(spark, spec, assignments, run, echo))
     for line in replica_demo_step(spark, spec):
         echo(line)
-    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
+    for line in summary_lines(runs, _tables(spec, assignments), _queries(spark, spec, assignments)):
         echo(line)
     for line in _quality(spark, spec, assignments):
         echo(line)
@@ -170,11 +171,15 @@ def _tables(spec: PipelineSpec, assignments: AssignmentStore) -> dict[str, str]:
     }
 
 
-def _queries(spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
-    """SQL statements worth trying on the demo's tables (Delta path identifiers: no registration needed)."""
+def _queries(spark: SparkSession, spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
+    """SQL statements worth trying on the demo's tables (Delta path identifiers: no registration needed).
+
+    The store's query reads its versions (pending rows resolved), never its raw rows; the other tables are
+    right as raw Delta tables (append-only sinks, quarantine and assignment history)."""
     tables, rate = spec.tables, f"{spec.join_prefix}rate"
+    versions = " ".join(VersionedStore.open(spark, tables.store).versions_sql().split())
     return [
-        f"SELECT currency, rate, valid_from, valid_to FROM delta.`{tables.store}` WHERE currency = 'EUR' "
+        f"SELECT currency, rate, valid_from, valid_to FROM ({versions}) WHERE currency = 'EUR' "
         "ORDER BY valid_from;",
         f"SELECT txn_id, timestamp, currency, amount, {rate}, amount * {rate} AS amount_usd "
         f"FROM delta.`{tables.enriched}` ORDER BY timestamp LIMIT 5;",

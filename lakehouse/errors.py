@@ -102,6 +102,11 @@ class JarResolutionError(LakehouseError, RuntimeError):
     """The Delta Lake jars could not be resolved from Maven Central."""
 
 
+class EngineUnsupportedError(LakehouseError, RuntimeError):
+    """delta-rs cannot read a table right (a protocol or feature it lacks), or cannot run a statement:
+    the caller reads it with Spark instead (``lakehouse.read``)."""
+
+
 class LakehouseInternalError(LakehouseError, AssertionError):
     """An internal invariant is broken: a bug in lakehouse, never the caller's fault."""
 

@@ -32,7 +32,9 @@ def summary_lines(
     lines += [f"  {name}: {location}" for name, location in tables.items()]
     queries = list(queries)
     if queries:
-        lines.append("Try (spark.sql, spark-sql, or any Delta reader):")
+        lines.append(
+            "Try (spark.sql or spark-sql; `lakehouse store sql-view` gives other engines a store's SQL):"
+        )
         lines += [f"  {query}" for query in queries]
     return lines
 

@@ -45,61 +45,78 @@ _PENDING_FLAG = "_lh_pending"
 _NEXT_FROM = "_lh_next_from"
 
 
+#: SQL dialects :func:`versions_sql` writes: ``spark`` (backtick identifiers, plus the recomputed
+#: ``segment`` column the library's reads prune on) and ``ansi`` (double-quoted identifiers, no ``segment``:
+#: DataFusion, DuckDB, Trino, Polars). The statement is otherwise the same text.
+DIALECTS = ("spark", "ansi")
+
+
 def versions_sql(
     table: str,
     columns: Sequence[str],
     keys: Sequence[str],
     interval_us: int,
     region_from: str | None,
+    dialect: str = "spark",
 ) -> str:
     """SQL of the store's versions (module doc) over ``table``, a table reference such as
     ``delta.`/lake/rates` VERSION AS OF 7``, whose columns are ``columns`` (in order).
 
+    The one definition of a store's versions, for every engine: plain SQL (``EXISTS``, ``CASE``, one
+    window function, ``UNION ALL``) whose only dialect differences are the identifier quotes and, for
+    ``spark``, the ``segment`` column recomputed from the resolved ``valid_to`` (``ansi`` leaves it out:
+    it is a storage detail). Each version is valid in ``[valid_from, valid_to)``, ``valid_to`` NULL for
+    the latest; ``tombstone`` true marks a deletion.
+
     ``region_from``: an SQL expression of the first segment that pending rows can affect (a literal, or
     a scalar subquery); None: every sealed segment.
 
-    The table is scanned four times (each scan pruned by the filters a query puts on the result): the
-    sealed rows no pending row changes (below the region, or of a key without pending rows: an anti join
-    with the pending keys) and the region and pending rows of the pending keys (a semi join), whose
-    chains are resolved in one window per key.
+    The table is scanned up to four times (each scan pruned by the filters a query puts on the result):
+    the sealed rows below the region, the sealed rows of the region whose key has no pending row (``NOT
+    EXISTS``: an anti join), and the region and pending rows of the pending keys (``EXISTS``: a semi
+    join), whose chains are resolved in one window per key.
     """
-    key_list = ", ".join(_quote(k) for k in keys)
-    same_key = " AND ".join(f"r.{_quote(k)} = p.{_quote(k)}" for k in keys)
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    q = _quote if dialect == "spark" else _double_quote
+    segment, pending_flag, next_from = q(SEGMENT_COL), q(_PENDING_FLAG), q(_NEXT_FROM)
+    key_list = ", ".join(q(k) for k in keys)
+    same_key = " AND ".join(f"p.{q(k)} = r.{q(k)}" for k in keys)
+    # The resolved valid_to: the smaller of the row's own and the next valid_from of its key (NULL: none).
+    valid_to = f"CASE WHEN {next_from} < valid_to OR valid_to IS NULL THEN {next_from} ELSE valid_to END"
+    output = [c for c in columns if dialect == "spark" or c != SEGMENT_COL]
+    raw_columns = ", ".join(f"r.{q(c)}" for c in output)
+    resolved_columns = ", ".join(
+        f"{valid_to} AS valid_to"
+        if c == "valid_to"
+        else f"{segment_sql(valid_to, interval_us)} AS {segment}"
+        if c == SEGMENT_COL
+        else q(c)
+        for c in output
+    )
+    pending = f"{segment} = {PENDING_SEGMENT}"
+    sealed = f"(r.{segment} IS NULL OR r.{segment} < {PENDING_SEGMENT})"
+    # Region and pending rows (the pending segment is above every region bound).
+    near = "TRUE" if region_from is None else f"(r.{segment} IS NULL OR r.{segment} >= ({region_from}))"
+    has_pending = f"EXISTS (SELECT 1 FROM src p WHERE p.{pending} AND {same_key})"
+    below = ""
+    if region_from is not None:
+        below = f"SELECT {raw_columns} FROM src r WHERE {sealed} AND NOT {near}\nUNION ALL\n"
     # A pending row sorts after a sealed one at the same valid_from, so the sealed one (next valid_from
     # equal to its own) is the replaced row.
-    resolved_columns = [
-        (
-            f"least(valid_to, {_NEXT_FROM}) AS valid_to"
-            if c == "valid_to"
-            else f"{segment_sql(f'least(valid_to, {_NEXT_FROM})', interval_us)} AS {SEGMENT_COL}"
-            if c == SEGMENT_COL
-            else _quote(c)
-        )
-        for c in columns
-    ]
-    sealed = f"(r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} < {PENDING_SEGMENT})"
-    # Region and pending rows (the pending segment is above every region bound).
-    near = (
-        "TRUE" if region_from is None else f"(r.{SEGMENT_COL} IS NULL OR r.{SEGMENT_COL} >= ({region_from}))"
-    )
-    # The untouched rows are an anti join (not an outer one), so the plan's size estimate stays the
-    # table's: a join with these versions may still broadcast them.
     return f"""WITH src AS (SELECT * FROM {table}),
-pending_keys AS (SELECT DISTINCT {key_list} FROM src WHERE {SEGMENT_COL} = {PENDING_SEGMENT}),
 chains AS (
-  SELECT r.*, CASE WHEN r.{SEGMENT_COL} = {PENDING_SEGMENT} THEN 1 ELSE 0 END AS {_PENDING_FLAG}
-  FROM src r LEFT SEMI JOIN pending_keys p ON {same_key}
-  WHERE {near}
+  SELECT r.*, CASE WHEN r.{pending} THEN 1 ELSE 0 END AS {pending_flag}
+  FROM src r WHERE {near} AND {has_pending}
 ),
 resolved AS (
-  SELECT *, lead(valid_from) OVER by_time AS {_NEXT_FROM} FROM chains
-  WINDOW by_time AS (PARTITION BY {key_list} ORDER BY valid_from, {_PENDING_FLAG})
+  SELECT *, lead(valid_from) OVER (PARTITION BY {key_list} ORDER BY valid_from, {pending_flag}) AS {next_from}
+  FROM chains
 )
-SELECT r.* FROM src r LEFT ANTI JOIN pending_keys p ON {same_key} AND {near}
-WHERE {sealed}
+{below}SELECT {raw_columns} FROM src r WHERE {sealed} AND {near} AND NOT {has_pending}
 UNION ALL
-SELECT {", ".join(resolved_columns)} FROM resolved
-WHERE {_NEXT_FROM} IS NULL OR {_NEXT_FROM} <> valid_from"""
+SELECT {resolved_columns} FROM resolved
+WHERE {next_from} IS NULL OR {next_from} <> valid_from"""
 
 
 def table_reference(path: str, version: int | None = None) -> str:
@@ -119,3 +136,7 @@ def oldest_pending_segment_sql(table: str, interval_us: int) -> str:
 
 def _quote(column: str) -> str:
     return f"`{column.replace('`', '``')}`"
+
+
+def _double_quote(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'

@@ -703,6 +703,15 @@ class VersionedStore:
         rows = self.table() if key is None else self.table().where(self._key_condition(key))
         return rows.orderBy(*self.settings.keys, VALID_FROM)
 
+    def versions_sql(self) -> str:
+        """Spark SQL of the store's :meth:`versions` at each query, over its Delta path: the one portable
+        definition (:func:`~lakehouse.versioned.pending.versions_sql`), its region bounded by the oldest
+        pending ``valid_from``. ``lakehouse.read.store(path).sql()`` gives the same for other engines."""
+        table = table_reference(self.path)
+        interval_us = self.settings.interval_us
+        region_from = oldest_pending_segment_sql(table, interval_us)
+        return versions_sql(table, self.schema.fieldNames(), self.settings.keys, interval_us, region_from)
+
     def register(self, name: str, temporary: bool = True) -> None:
         """Make the store queryable by SQL: the table ``name`` and the table function ``<name>_as_of(t)``.
 
@@ -719,11 +728,7 @@ class VersionedStore:
             InvalidInputError: ``name`` is not an SQL identifier.
             StoreSettingsConflictError: a managed table already has the name.
         """
-        table = table_reference(self.path)
-        interval_us = self.settings.interval_us
-        region_from = oldest_pending_segment_sql(table, interval_us)
-        query = versions_sql(table, self.schema.fieldNames(), self.settings.keys, interval_us, region_from)
-        delta_ops.register_view(self.spark, name, query, temporary=temporary)
+        delta_ops.register_view(self.spark, name, self.versions_sql(), temporary=temporary)
         columns = [*self.settings.keys, *self.settings.values]
         returns = ", ".join(
             f"`{f.name}` {f.dataType.simpleString()}" for f in self.schema.fields if f.name in columns

@@ -1,0 +1,117 @@
+"""Key lookups from a fresh process: delta-rs (``lakehouse.read``, the CLI's default) vs Spark (``--spark``).
+
+Run: ``flock /tmp/bench.lock .venv/bin/python bench/bench_read.py [--sizes 100000:10000,1000000:100000
+--pending 1000 --repeats 3]``; writes ``bench/RESULTS_read.md``. Each size ``VERSIONS:KEYS`` is built once
+into ``bench/out/read_<versions>`` and reused: the sealed versions written in the layout a seal writes
+(``bench_versioned.bulk_store``: one append, segments by ``valid_to``), then ``--pending`` updates (some
+out of order) through ``VersionedStore.put_all``, left pending, so every lookup resolves pending rows. Each
+timed run is a new process (``lakehouse store get``), timed from outside: imports, opening the table,
+the lookup and printing, and for Spark the JVM's start. The peers run side by side, alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_versioned import bulk_store, update_batch
+
+from lakehouse.config import load_settings
+from lakehouse.session import get_spark
+from lakehouse.versioned import VersionedStore
+
+OUT = Path(__file__).parent / "out"
+RESULTS = Path(__file__).parent / "RESULTS_read.md"
+LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
+
+
+def build(versions: int, keys: int, pending: int) -> str:
+    """The store of ``versions`` versions over ``keys`` keys with ``pending`` pending updates (built once)."""
+    path = OUT / f"read_{versions}"
+    done = path / "_bench_built"
+    if done.exists():
+        return str(path)
+    settings = load_settings("local", overrides={"log_level": "ERROR"})
+    spark = get_spark({"spark.sql.shuffle.partitions": "4"}, settings)
+    per_key = versions // keys
+    bulk_store(spark, str(path), keys, per_key)
+    VersionedStore.open(spark, str(path)).put_all(
+        update_batch(spark, keys, per_key, pending, 0.2), batch_id=0
+    )
+    done.write_text("built\n")
+    return str(path)
+
+
+def lookup(path: str, key: str, spark: bool) -> tuple[float, str]:
+    """Wall seconds of ``lakehouse store get PATH KEY`` in a fresh process, and what it printed."""
+    command = [LAKEHOUSE, "store", "get", path, key, "--format", "csv", *(["--spark"] if spark else [])]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
+    return time.perf_counter() - start, done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100000:10000,1000000:100000", help="VERSIONS:KEYS,...")
+    parser.add_argument("--pending", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    for size in args.sizes.split(","):
+        versions, keys = (int(x) for x in size.split(":"))
+        started = time.perf_counter()
+        path = build(versions, keys, args.pending)
+        print(
+            f"store {versions} versions / {keys} keys ready in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+        times: dict[str, list[float]] = {"delta-rs": [], "spark": []}
+        answers = set()
+        for _ in range(args.repeats):
+            for peer in times:
+                seconds, answer = lookup(path, "42", peer == "spark")
+                times[peer].append(seconds)
+                answers.add(answer)
+                print(f"  {peer}: {seconds:.2f} s", flush=True)
+        assert len(answers) == 1, answers  # both peers print the same version
+        rows.append((versions, keys, {p: statistics.median(t) for p, t in times.items()}, times))
+    write_results(rows, args)
+
+
+def write_results(rows: list, args: argparse.Namespace) -> None:
+    load = os.getloadavg()[0]
+    lines = [
+        "# Key lookups from a fresh process: delta-rs vs Spark",
+        "",
+        f"`bench/bench_read.py --sizes {args.sizes} --pending {args.pending} --repeats {args.repeats}` "
+        f"on {os.cpu_count()} cores (load average {load:.1f} at the end; other sessions shared the machine). "
+        "Each run is `lakehouse store get PATH 42` in a new process, timed from outside (wall, median of "
+        f"{args.repeats}); `--spark` is the Spark path. {args.pending} updates are pending in every store, "
+        "so each lookup resolves them.",
+        "",
+        "| versions | keys | delta-rs (s) | Spark (s) | Spark / delta-rs | runs delta-rs | runs Spark |",
+        "|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for versions, keys, median, times in rows:
+        lines.append(
+            f"| {versions:,} | {keys:,} | {median['delta-rs']:.2f} | {median['spark']:.2f} | "
+            f"{median['spark'] / median['delta-rs']:.0f}x | "
+            f"{', '.join(f'{t:.2f}' for t in times['delta-rs'])} | "
+            f"{', '.join(f'{t:.1f}' for t in times['spark'])} |"
+        )
+    if len(rows) > 1:
+        first, last = rows[0][2]["delta-rs"], rows[-1][2]["delta-rs"]
+        lines += ["", f"delta-rs, largest / smallest store: {last / first:.2f}x."]
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
