@@ -23,7 +23,7 @@ from lakehouse.config import Settings
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import load_pipeline, run_pipeline, stage_names
 from lakehouse.pipeline.metrics import BatchMetrics
-from lakehouse.session import get_spark, jvm_console_to_stderr, warehouse_uri
+from lakehouse.session import get_spark, warehouse_uri
 from lakehouse.tables import describe_all, register_all
 from lakehouse.versioned.store import VersionedStore
 
@@ -72,10 +72,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(metrics.to_json() if args.json else metrics.describe(), flush=True)
 
     with one_line_errors(args.verbose):
-        spark = _spark(args, settings)
-        if args.json:
-            jvm_console_to_stderr(spark)
-        run_pipeline(spark, spec, args.stage, emit)
+        run_pipeline(_spark(args, settings), spec, args.stage, emit)
     return 0
 
 
@@ -186,7 +183,11 @@ def add_commands(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="override a key of the job spec (repeatable)",
     )
-    run.add_argument("--json", action="store_true", help="print each micro-batch's metrics as JSON")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON line per micro-batch (and per stage with nothing new) on stdout",
+    )
     run.set_defaults(run=_cmd_run)
 
     tables = commands.add_parser("tables", help="list every table under the warehouse with its state")
@@ -214,7 +215,10 @@ def add_commands(commands: Any) -> None:
     store.set_defaults(run=_cmd_store)
 
     for parser in (run, tables, sql, get, history, as_of):
-        parser.add_argument("--verbose", action="store_true", help="show Spark's errors in full")
+        # The global `lakehouse --verbose` also works here (SUPPRESS keeps this one from resetting it).
+        parser.add_argument(
+            "--verbose", action="store_true", default=argparse.SUPPRESS, help="same as lakehouse --verbose"
+        )
     for parser in (tables, sql, get, history, as_of):
         parser.add_argument("--root", help="folder of the tables (default: the warehouse)")
 

@@ -35,16 +35,35 @@ from lakehouse.versioned.segments import first_live_segment
 from lakehouse.versioned.store import APP_ID as STORE_APP_ID
 from lakehouse.versioned.store import LOWEST_SEGMENT, VersionedStore
 
+#: The lowest segment (bucket) a table records when none of its commits wrote data (Long.MAX_VALUE).
+_NO_DATA = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class Due:
-    """Whether a maintenance task is due, and why (or why not)."""
+    """Whether a maintenance task is due, and why (or why not).
+
+    Attributes:
+        due: Whether the task should run.
+        reason: Why, with the numbers compared (the machine form, in the stage's JSON metrics).
+        said: Why, as a short phrase for people (``44 of 50 000 pending rows``); default ``reason``.
+    """
 
     due: bool
     reason: str
+    said: str = ""
 
     def __bool__(self) -> bool:
         return self.due
+
+    def __post_init__(self) -> None:
+        if not self.said:
+            object.__setattr__(self, "said", self.reason)
+
+
+def _count(n: int) -> str:
+    """``n`` with thin groups of thousands, as people read it (``50 000``)."""
+    return f"{n:,}".replace(",", " ")
 
 
 def seal_due(pending_commits: int, commits: Sequence[Commit], min_rows: int) -> Due:
@@ -58,7 +77,7 @@ def seal_due(pending_commits: int, commits: Sequence[Commit], min_rows: int) -> 
         return Due(True, f"{pending_commits} pending writes, not all in the newest {len(commits)} commits")
     rows = sum(c.rows_added for c in writes[:pending_commits])
     reason = f"{rows} rows written to the pending partition since the last seal (seal_min_rows {min_rows})"
-    return Due(rows >= min_rows, reason)
+    return Due(rows >= min_rows, reason, f"{_count(rows)} of {_count(min_rows)} pending rows")
 
 
 def _wrote_pending(commit: Commit) -> bool:
@@ -89,10 +108,11 @@ def purge_due(dedup: Deduplicator, commits: Sequence[Commit]) -> Due:
 def _below(first_live: int, lowest: float | None, what: str) -> Due:
     if lowest is None:
         return Due(True, f"the recent commits do not bound the lowest {what}")
-    if lowest == math.inf:
-        return Due(False, f"no {what} holds data")
+    if lowest == math.inf or lowest >= _NO_DATA:
+        return Due(False, f"no {what} holds data", f"no stored {what} holds data yet")
     if first_live <= lowest:
-        return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}")
+        said = f"nothing stored is past retention yet (oldest {what} {int(lowest)}, first live {first_live})"
+        return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}", said)
     return Due(True, f"first live {what} {first_live} > lowest stored {what} {int(lowest)}")
 
 
@@ -121,4 +141,5 @@ def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:
     else:
         if reaches_creation(commits):
             window = "since the table was created"
-    return Due(added >= min_files, f"{added} files added {window} (optimize_min_files {min_files})")
+    reason = f"{added} files added {window} (optimize_min_files {min_files})"
+    return Due(added >= min_files, reason, f"{added} of {min_files} new files {window}")

@@ -195,10 +195,12 @@ def maintain(run: Run) -> list[BatchMetrics]:
     start = time.monotonic()
     details: dict[str, object] = {}
     skipped: dict[str, str] = {}
+    said: list[str] = []
 
     def when(task: str, due: Due) -> bool:
         if not due:
             skipped[task] = due.reason
+            said.append(f"{task}: skipped, {due.said}")
         return due.due
 
     if DeltaTable.isDeltaTable(spark, tables.store):
@@ -228,7 +230,15 @@ def maintain(run: Run) -> list[BatchMetrics]:
     details["optimized"] = ",".join(compacted) or "none"
     if skipped:
         details["skipped"] = skipped
-    metrics = BatchMetrics(spec.name, "maintain", None, seconds=time.monotonic() - start, details=details)
+    done = [f"{key.replace('_', ' ')} {value}" for key, value in details.items() if key != "skipped"]
+    metrics = BatchMetrics(
+        spec.name,
+        "maintain",
+        None,
+        seconds=time.monotonic() - start,
+        details=details,
+        said="; ".join(done + said),
+    )
     run.emit(metrics)
     return [metrics]
 
