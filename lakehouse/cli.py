@@ -17,6 +17,7 @@ from pathlib import Path
 from lakehouse.assignment.job import add_arguments as add_assign_arguments
 from lakehouse.assignment.job import config_from_args, run_assignment
 from lakehouse.config import Settings, load_settings, profile_name
+from lakehouse.demo import STEPS as DEMO_STEPS
 from lakehouse.demo import demo_spec, run_demo
 from lakehouse.demo_data import DemoSize
 from lakehouse.doctor import run_doctor, versions
@@ -24,6 +25,7 @@ from lakehouse.errors import InvalidInputError, LakehouseError, first_line
 from lakehouse.pipeline.runner import stages_of
 from lakehouse.pipeline.spec import load_pipeline
 from lakehouse.preflight import check_spark_conf, preflight_run, require_broker
+from lakehouse.progress import progress
 from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
@@ -49,7 +51,9 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     if args.fresh:
         _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", True)
     spark = get_spark(dict(args.conf), settings)
-    run_demo(spark, spec, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
+    size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
+    with progress(len(DEMO_STEPS)) as bar:
+        run_demo(spark, spec, size, echo=bar.echo, step=bar.step)
     return 0
 
 
@@ -301,7 +305,6 @@ _INTROS = {
     "tables": "reading the tables",
     "sql": "reading the tables",
     "store": "reading a versioned store",
-    "clean": "deleting a pipeline's folder",
 }
 
 

@@ -56,7 +56,7 @@ class TableVerdict:
     def line(self) -> str:
         """The one-line verdict: PASS/FAIL, the suite, the version, and each failed rule with sample keys."""
         verdict = "PASS" if self.success else "FAIL"
-        head = f"[quality] {verdict} {self.suite} (version {self.version}, {self.scope})"
+        head = f"[quality] {verdict} {self.suite} ({self.kind}, version {self.version}, {self.scope})"
         failed = [r for r in self.results if not r.success]
         if not failed:
             return f"{head}: {len(self.results)} expectations met"
@@ -126,7 +126,7 @@ def _check(
     version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
     with delta_ops.session_confs(spark, _IGNORE_MISSING_FILES):
         check = check_table(spark, path, version, _since(spark, path, version, passed))
-        suite = _suite_name(check.kind, warehouse, path)
+        suite = _suite_name(warehouse, path)
         if check.violations.isLocal():  # held by the driver (no violation found): nothing to cache
             results = docs.validate(suite, check.rules, check.violations, check.scope)
         else:
@@ -166,11 +166,12 @@ def _resolve(spark: SparkSession, warehouse: str, table: str) -> str:
     raise InvalidInputError(f"{table} is not a Delta table (looked at {candidates})")
 
 
-def _suite_name(kind: str, warehouse: str, path: str) -> str:
-    """``<kind>.<path relative to the warehouse>``, in characters that are safe as a file name."""
+def _suite_name(warehouse: str, path: str) -> str:
+    """The table's path relative to the warehouse, its folders joined by dots (characters safe in a file
+    name), e.g. ``demo.store``; a table outside the warehouse is named by its whole path."""
     base = warehouse.rstrip("/") + "/"
     relative = path[len(base) :] if path.startswith(base) else path
-    return f"{kind}." + _SUITE_CHARS.sub(".", relative).strip(".")
+    return _SUITE_CHARS.sub(".", relative).strip(".")
 
 
 def _local_folder(path: str) -> str:

@@ -168,7 +168,7 @@ def run_failover_drill(
 
 
 def _put(store: VersionedStore, batch: DataFrame, batch_id: int) -> None:
-    store.put_all(batch, batch_id=batch_id, sequence_by="seq")
+    store.put_all(batch, batch_id=batch_id)
 
 
 def _generation(
@@ -204,10 +204,16 @@ def _equal_to_source(replica: Replica, version: int) -> bool:
     return mine.exceptAll(shard).isEmpty() and shard.exceptAll(mine).isEmpty()
 
 
+#: Source partitions of the drill's generated changelog (records of a key are in one, as Kafka keeps them).
+SOURCE_PARTITIONS = 4
+
+
 def generated_batches(spark: SparkSession, keys: int, batches: int, seed: int = 13) -> list[DataFrame]:
     """``batches`` batches of updates: all ``keys`` keys first, then a tenth of them per batch.
 
-    Columns ``key``, ``value``, ``timestamp`` and ``seq`` (the processing order within a batch).
+    Columns ``key``, ``value``, ``timestamp``, and ``partition`` (``key`` mod :data:`SOURCE_PARTITIONS`) and
+    ``offset`` (increasing across batches) as a Kafka changelog has them: the store orders each partition
+    on its own, in parallel (a global sequence would be one Spark task).
     """
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     frames = []
@@ -216,8 +222,9 @@ def generated_batches(spark: SparkSession, keys: int, batches: int, seed: int = 
             (F.col("id") if n == 0 else F.floor(F.rand(seed + n) * keys)).cast("long").alias("key"),
             (F.rand(seed + 100 + n) * 100).alias("value"),
             (F.lit(t0) + F.make_interval(mins=F.lit(n) * 10 + F.col("id") % 10)).alias("timestamp"),
-            F.col("id").alias("seq"),
+            (F.lit(n) * keys + F.col("id")).alias("offset"),
         )
+        rows = rows.withColumn("partition", (F.col("key") % SOURCE_PARTITIONS).cast("int"))
         frames.append(rows)
     return frames
 
