@@ -72,16 +72,18 @@ def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_quality(args: argparse.Namespace, settings: Settings) -> int:
     spark = get_spark(dict(args.conf), settings)
-    report = run_quality(
-        spark,
-        warehouse_uri(settings),
-        args.tables or None,
-        results_path=args.results,
-        docs_dir=args.docs,
-        full=args.full,
-    )
-    for line in report.lines():
-        print(line)
+    with progress(len(args.tables) or None) as bar:
+        report = run_quality(
+            spark,
+            warehouse_uri(settings),
+            args.tables or None,
+            results_path=args.results,
+            docs_dir=args.docs,
+            full=args.full,
+            step=bar.step,
+        )
+        for line in report.lines():
+            bar.echo(line)
     return 0 if report.success else 1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tqdm import tqdm
@@ -31,18 +31,16 @@ class Progress:
 
 
 @contextmanager
-def progress(total: int, enabled: bool | None = None) -> Iterator[Progress]:
-    """A :class:`Progress` over ``total`` steps; a bar only when ``enabled`` (default: stderr is a TTY)."""
+def progress(total: int | None, enabled: bool | None = None) -> Iterator[Progress]:
+    """A :class:`Progress` over ``total`` steps (None: not known ahead); a bar only when ``enabled``
+    (default: stderr is a TTY)."""
     show = sys.stderr.isatty() if enabled is None else enabled
     if not show:
         yield Progress(None)
         return
-    bar = tqdm(total=total, file=sys.stderr, leave=False, bar_format="{desc} [{n}/{total}] {elapsed}")
+    shape = "{desc} [{n}/{total}] {elapsed}" if total else "{desc} [{n}] {elapsed}"
+    bar = tqdm(total=total, file=sys.stderr, leave=False, bar_format=shape)
     try:
         yield Progress(bar)
     finally:
         bar.close()
-
-
-#: What prints one line (``print``, or :meth:`Progress.echo`).
-Echo = Callable[[str], None]

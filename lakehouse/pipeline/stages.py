@@ -125,6 +125,8 @@ def enrich(run: Run) -> list[BatchMetrics]:
     spec, tables = run.spec, run.spec.tables
     if not DeltaTable.isDeltaTable(run.spark, tables.store):
         raise InvalidConfigError("changelog", f"no versioned store at {tables.store}: run materialize first")
+    if not DeltaTable.isDeltaTable(run.spark, tables.deduped):
+        return []  # ingest has deduplicated nothing yet: nothing new to join
     source = read_stream(run.spark, "deduped", tables.deduped, "delta", "", spec.max_files_per_trigger)
     store = VersionedStore.open(run.spark, tables.store)
     handle = _join_with_grace(run, store) if spec.grace is not None else _join_now(run, store)

@@ -12,6 +12,7 @@ table is checked incrementally: the keys changed since, read from the segments a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,8 +93,10 @@ def run_quality(
     results_path: str | None = None,
     docs_dir: str | None = None,
     full: bool = False,
+    step: Callable[[str], None] = lambda path: None,
 ) -> QualityReport:
-    """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite).
+    """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite);
+    ``step`` is told each table's path before its check (a progress bar).
 
     A versioned store whose newest recorded check in the results table passed every expectation is
     checked incrementally: only the keys changed since that check's version are read through the rules
@@ -115,9 +118,12 @@ def run_quality(
     paths = [_resolve(spark, warehouse, t) for t in tables] if tables else _discovered(spark, warehouse)
     passes = {} if full else last_passes(spark, results_path, paths)
     run_time = datetime.now(UTC)
-    verdicts = tuple(_check(spark, docs, warehouse, path, passes.get(path)) for path in paths)
-    append_results(spark, results_path, run_time, verdicts)
-    return QualityReport(verdicts, results_path, docs.build_docs())
+    verdicts = []
+    for path in paths:
+        step(path)
+        verdicts.append(_check(spark, docs, warehouse, path, passes.get(path)))
+    append_results(spark, results_path, run_time, tuple(verdicts))
+    return QualityReport(tuple(verdicts), results_path, docs.build_docs())
 
 
 def _check(
