@@ -33,7 +33,6 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args.profile, args.config, {"quiet": "false"} if args.verbose else None)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
-        print(f"{stage}: pipeline {spec.name}, warehouse {warehouse_uri(settings)}", file=sys.stderr)
         preflight_run(spec, stages_of(stage, spec))
         with one_line_errors(args.verbose):
             run_pipeline(get_spark(settings=settings), spec, stage)
