@@ -35,9 +35,6 @@ from lakehouse.versioned.segments import first_live_segment
 from lakehouse.versioned.store import APP_ID as STORE_APP_ID
 from lakehouse.versioned.store import LOWEST_SEGMENT, VersionedStore
 
-#: The lowest segment (bucket) a table records when none of its commits wrote data (Long.MAX_VALUE).
-_NO_DATA = 2**63 - 1
-
 
 @dataclass(frozen=True)
 class Due:
@@ -59,6 +56,15 @@ class Due:
     def __post_init__(self) -> None:
         if not self.said:
             object.__setattr__(self, "said", self.reason)
+
+
+def _span(duration: timedelta) -> str:
+    """``duration`` in the largest whole unit people use for it (``7 days``, ``36 hours``, ``90 s``)."""
+    seconds = int(duration.total_seconds())
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def _count(n: int) -> str:
@@ -108,10 +114,15 @@ def purge_due(dedup: Deduplicator, commits: Sequence[Commit]) -> Due:
 def _below(first_live: int, lowest: float | None, what: str) -> Due:
     if lowest is None:
         return Due(True, f"the recent commits do not bound the lowest {what}")
-    if lowest == math.inf or lowest >= _NO_DATA:
-        return Due(False, f"no {what} holds data", f"no stored {what} holds data yet")
+    if lowest == math.inf:
+        return Due(False, f"no {what} holds data")
     if first_live <= lowest:
-        said = f"nothing stored is past retention yet (oldest {what} {int(lowest)}, first live {first_live})"
+        oldest = (
+            "every version is pending, none sealed yet"
+            if what == "segment" and lowest == PENDING_SEGMENT
+            else f"oldest {what} {int(lowest)}, first live {first_live}"
+        )
+        said = f"nothing stored is past retention yet ({oldest})"
         return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}", said)
     return Due(True, f"first live {what} {first_live} > lowest stored {what} {int(lowest)}")
 
@@ -122,9 +133,11 @@ def vacuum_due(
     """Whether VACUUM is due on a table whose commits (newest first) are ``commits``."""
     last = next((c for c in commits if c.operation == "VACUUM END"), None)
     if last is not None and now - last.timestamp < interval:
-        return Due(False, f"vacuumed at {last.timestamp:%Y-%m-%d %H:%M:%S} UTC, within vacuum_interval")
+        reason = f"vacuumed at {last.timestamp:%Y-%m-%d %H:%M:%S} UTC, within vacuum_interval"
+        return Due(False, reason, f"{reason} ({_span(interval)})")
     if reaches_creation(commits) and commits[-1].timestamp > now - file_retention:
-        return Due(False, f"created less than its file retention ({file_retention}) ago")
+        said = f"the table is younger than its file retention ({_span(file_retention)})"
+        return Due(False, f"created less than its file retention ({file_retention}) ago", said)
     return Due(True, "no VACUUM within vacuum_interval")
 
 
