@@ -278,8 +278,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verbose:
             overrides.setdefault("quiet", "false")
         settings = load_settings(args.profile, args.config, overrides)
-        if verbose and not settings.quiet:
-            args.verbose = True
         _preflight(args, settings)
         _intro(args, settings)
         run: Command = args.run
