@@ -28,7 +28,7 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
     parser.add_argument("--spec", action="append", type=key_value, default=[], metavar="KEY=VALUE")
-    parser.add_argument("--verbose", action="store_true", help="show Spark's errors in full")
+    parser.add_argument("--verbose", action="store_true", help="show Spark's whole log and errors in full")
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.profile, args.config, {"quiet": "false"} if args.verbose else None)
