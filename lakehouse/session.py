@@ -88,7 +88,11 @@ _JVM_START_NOTICES = ("WARNING: Using incubator modules:",)
 def _without_stderr_lines(prefixes: tuple[str, ...]) -> Iterator[None]:
     """Inside, file descriptor 2 is a pipe whose lines are copied to the real stderr except those starting
     with one of ``prefixes``; a process started inside (the JVM) keeps writing through the copy."""
-    saved, real = os.dup(2), os.dup(2)
+    try:
+        saved, real = os.dup(2), os.dup(2)
+    except OSError:  # no stderr to filter (a closed descriptor 2)
+        yield
+        return
     read, write = os.pipe()
     os.dup2(write, 2)
     os.close(write)
