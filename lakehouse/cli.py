@@ -323,6 +323,8 @@ def _intro(args: argparse.Namespace, settings: Settings) -> None:
     intro = _INTROS.get(args.command)
     if args.command == "kafka" and args.action == "produce-demo":
         intro = f"starting Spark to send the demo's data to Kafka at {args.bootstrap_servers}"
+    elif args.command == "kafka" and args.action == "start":
+        intro = f"starting a Kafka broker on port {args.port} (files in {args.folder})"
     elif args.command == "run":
         intro = f"starting Spark to run {args.stage} of pipeline {args.pipeline}"
     if intro is None:
