@@ -62,9 +62,18 @@ def _details(metrics: Sequence[BatchMetrics]) -> list[str]:
             before = details.get(key)
             details[key] = before + value if isinstance(before, int) and isinstance(value, int) else value
     skipped = details.pop("skipped", None)
-    not_due = [f"not due: {', '.join(skipped)}"] if isinstance(skipped, dict) and skipped else []
+    not_due = [f"not due: {_tasks(list(skipped))}"] if isinstance(skipped, dict) and skipped else []
     return (
         [f"{value} {name}" for name, value in counts.items() if value]
         + [f"{key.replace('_', ' ')} {value}" for key, value in details.items() if value != 0]
         + not_due
     )
+
+
+def _tasks(names: list[str]) -> str:
+    """Maintenance task names, the per-table OPTIMIZEs counted in one (``seal, optimize (3 tables)``)."""
+    optimized = [name for name in names if name.startswith("optimize ")]
+    others = [name for name in names if not name.startswith("optimize ")]
+    if optimized:
+        others.append(f"optimize ({len(optimized)} table{'' if len(optimized) == 1 else 's'})")
+    return ", ".join(others)
