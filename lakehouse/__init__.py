@@ -2,143 +2,121 @@
 
 The public API is what ``__all__`` lists: the state stores, the as-of join, the assignor, their results,
 the session and configuration entry points, and the errors. Everything else is internal.
+
+Names are imported on first use (PEP 562), so ``import lakehouse.config`` or the ``lakehouse`` command's
+start does not import Spark, Delta and Great Expectations before they are needed.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from lakehouse.asof import (
-    AsOfJoinResult,
-    AsOfJoinStats,
-    ColumnClashError,
-    GraceRunResult,
-    asof_join,
-    asof_join_with_grace,
-    asof_join_with_stats,
-)
-from lakehouse.assignment import (
-    AssignmentConfig,
-    AssignmentInputError,
-    AssignmentResult,
-    AssignmentStore,
-    ClientState,
-    InvalidAssignmentError,
-    NoSubscriptionsError,
-    Subscription,
-    assign,
-    validate_assignment,
-)
-from lakehouse.assignment.job import run_assignment
-from lakehouse.config import Settings, load_settings
-from lakehouse.dedup import Deduplicator, DedupStats, PurgeResult
-from lakehouse.errors import (
-    ConcurrentWriteError,
-    InvalidConfigError,
-    InvalidInputError,
-    JarResolutionError,
-    LakehouseError,
-    LakehouseInternalError,
-    NotALakehouseTableError,
-    ReadOnlyReplicaError,
-    ReplayMismatchWarning,
-    SchemaMismatchError,
-    SparkSetupError,
-    StoreSettingsConflictError,
-)
-from lakehouse.pipeline import BatchMetrics, PipelineSpec, load_pipeline, run_pipeline, spec_from_values
-from lakehouse.quality import QualityReport, TableVerdict, mark_enriched, run_quality
-from lakehouse.replica import (
-    ChangeDataFeedDisabledError,
-    NotAReplicaError,
-    Replica,
-    ReplicaBeyondRetentionWarning,
-    ReplicaError,
-    ReplicaLag,
-    ReplicaReinitializedWarning,
-    Shard,
-    SyncResult,
-    VacuumReport,
-)
-from lakehouse.replica.failover import DrillReport, catch_up, task_lags
-from lakehouse.session import get_spark
-from lakehouse.versioned import (
-    ExpireResult,
-    PutAllResult,
-    PutResult,
-    PutStatus,
-    SealResult,
-    VersionedRecord,
-    VersionedStore,
-    default_segment_interval,
-)
+#: Module -> the public names it provides.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "lakehouse.asof": (
+        "AsOfJoinResult",
+        "AsOfJoinStats",
+        "ColumnClashError",
+        "GraceRunResult",
+        "asof_join",
+        "asof_join_with_grace",
+        "asof_join_with_stats",
+    ),
+    "lakehouse.assignment": (
+        "AssignmentConfig",
+        "AssignmentInputError",
+        "AssignmentResult",
+        "AssignmentStore",
+        "ClientState",
+        "InvalidAssignmentError",
+        "NoSubscriptionsError",
+        "Subscription",
+        "assign",
+        "validate_assignment",
+    ),
+    "lakehouse.assignment.job": ("run_assignment",),
+    "lakehouse.config": (
+        "Settings",
+        "load_settings",
+    ),
+    "lakehouse.dedup": (
+        "Deduplicator",
+        "DedupStats",
+        "PurgeResult",
+    ),
+    "lakehouse.errors": (
+        "ConcurrentWriteError",
+        "InvalidConfigError",
+        "InvalidInputError",
+        "JarResolutionError",
+        "LakehouseError",
+        "LakehouseInternalError",
+        "NotALakehouseTableError",
+        "ReadOnlyReplicaError",
+        "ReplayMismatchWarning",
+        "SchemaMismatchError",
+        "SparkSetupError",
+        "StoreSettingsConflictError",
+    ),
+    "lakehouse.pipeline": (
+        "BatchMetrics",
+        "PipelineSpec",
+        "load_pipeline",
+        "run_pipeline",
+        "spec_from_values",
+    ),
+    "lakehouse.quality": (
+        "QualityReport",
+        "TableVerdict",
+        "mark_enriched",
+        "run_quality",
+    ),
+    "lakehouse.replica": (
+        "ChangeDataFeedDisabledError",
+        "NotAReplicaError",
+        "Replica",
+        "ReplicaBeyondRetentionWarning",
+        "ReplicaError",
+        "ReplicaLag",
+        "ReplicaReinitializedWarning",
+        "Shard",
+        "SyncResult",
+        "VacuumReport",
+    ),
+    "lakehouse.replica.failover": (
+        "DrillReport",
+        "catch_up",
+        "task_lags",
+    ),
+    "lakehouse.session": ("get_spark",),
+    "lakehouse.versioned": (
+        "ExpireResult",
+        "PutAllResult",
+        "PutResult",
+        "PutStatus",
+        "SealResult",
+        "VersionedRecord",
+        "VersionedStore",
+        "default_segment_interval",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [
-    "AsOfJoinResult",
-    "AsOfJoinStats",
-    "AssignmentConfig",
-    "AssignmentInputError",
-    "AssignmentResult",
-    "AssignmentStore",
-    "BatchMetrics",
-    "ChangeDataFeedDisabledError",
-    "ClientState",
-    "ColumnClashError",
-    "ConcurrentWriteError",
-    "DedupStats",
-    "Deduplicator",
-    "DrillReport",
-    "ExpireResult",
-    "GraceRunResult",
-    "InvalidAssignmentError",
-    "InvalidConfigError",
-    "InvalidInputError",
-    "JarResolutionError",
-    "LakehouseError",
-    "LakehouseInternalError",
-    "NoSubscriptionsError",
-    "NotALakehouseTableError",
-    "NotAReplicaError",
-    "PipelineSpec",
-    "PurgeResult",
-    "PutAllResult",
-    "PutResult",
-    "PutStatus",
-    "QualityReport",
-    "ReadOnlyReplicaError",
-    "ReplayMismatchWarning",
-    "Replica",
-    "ReplicaBeyondRetentionWarning",
-    "ReplicaError",
-    "ReplicaLag",
-    "ReplicaReinitializedWarning",
-    "SchemaMismatchError",
-    "SealResult",
-    "Settings",
-    "Shard",
-    "SparkSetupError",
-    "StoreSettingsConflictError",
-    "Subscription",
-    "SyncResult",
-    "TableVerdict",
-    "VacuumReport",
-    "VersionedRecord",
-    "VersionedStore",
-    "__version__",
-    "asof_join",
-    "asof_join_with_grace",
-    "asof_join_with_stats",
-    "assign",
-    "catch_up",
-    "default_segment_interval",
-    "get_spark",
-    "load_pipeline",
-    "load_settings",
-    "mark_enriched",
-    "run_assignment",
-    "run_pipeline",
-    "run_quality",
-    "spec_from_values",
-    "task_lags",
-    "validate_assignment",
-]
+__all__ = ["__version__", *sorted(_MODULE_OF)]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lakehouse' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

@@ -1,18 +1,31 @@
-"""The ``lakehouse`` command. Each subcommand is a small function; ``--help`` works everywhere."""
+"""The ``lakehouse`` command. Each subcommand is a small function; ``--help`` works everywhere.
+
+Every command says first, on stderr, what it is about to do and with which warehouse and profile; what
+is checkable without a JVM (settings, ``--conf`` keys, landing folders, a Kafka broker) is checked before
+Spark starts. A lakehouse error ends the command with one line and exit code 2, any other error with one
+line naming it and exit code 1; ``--verbose`` shows Spark's whole log and full errors instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from lakehouse.assignment.job import add_arguments as add_assign_arguments
 from lakehouse.assignment.job import config_from_args, run_assignment
-from lakehouse.config import Settings, load_settings
+from lakehouse.config import Settings, load_settings, profile_name
+from lakehouse.demo import STEPS as DEMO_STEPS
 from lakehouse.demo import demo_spec, run_demo
 from lakehouse.demo_data import DemoSize
 from lakehouse.doctor import run_doctor, run_table_doctor, versions
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import InvalidInputError, LakehouseError, first_line
+from lakehouse.pipeline.runner import stages_of
+from lakehouse.pipeline.spec import load_pipeline
+from lakehouse.preflight import check_spark_conf, preflight_run, require_broker
+from lakehouse.progress import progress
 from lakehouse.quality import run_quality
 from lakehouse.replica.failover import generated_drill
 from lakehouse.session import get_spark, warehouse_uri
@@ -37,8 +50,12 @@ def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     spec = demo_spec(warehouse_uri(settings), args.root, args.config)
+    if args.fresh:
+        _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", True)
     spark = get_spark(dict(args.conf), settings)
-    run_demo(spark, spec, DemoSize(rate_updates=args.rate_updates, transactions=args.transactions))
+    size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
+    with progress(len(DEMO_STEPS)) as bar:
+        run_demo(spark, spec, size, echo=bar.echo, step=bar.step)
     return 0
 
 
@@ -57,16 +74,18 @@ def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_quality(args: argparse.Namespace, settings: Settings) -> int:
     spark = get_spark(dict(args.conf), settings)
-    report = run_quality(
-        spark,
-        warehouse_uri(settings),
-        args.tables or None,
-        results_path=args.results,
-        docs_dir=args.docs,
-        full=args.full,
-    )
-    for line in report.lines():
-        print(line)
+    with progress(len(args.tables) or None) as bar:
+        report = run_quality(
+            spark,
+            warehouse_uri(settings),
+            args.tables or None,
+            results_path=args.results,
+            docs_dir=args.docs,
+            full=args.full,
+            step=bar.step,
+        )
+        for line in report.lines():
+            bar.echo(line)
     return 0 if report.success else 1
 
 
@@ -92,6 +111,49 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="check whole tables (default: a versioned store is checked incrementally after a passed check)",
     )
     quality.set_defaults(run=_cmd_quality)
+
+
+def _cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
+    spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config)
+    what = f"pipeline {spec.name!r}'s tables and checkpoints (and what else is) under {spec.root}"
+    _delete(spec.root, what, args.yes)
+    return 0
+
+
+def _delete(folder: str, what: str, yes: bool) -> None:
+    """Delete the local ``folder`` after asking on the terminal (``yes``: without asking).
+
+    Raises:
+        InvalidInputError: ``folder`` is a URI (not local), or there is no terminal to ask and not ``yes``.
+    """
+    if "://" in folder and not folder.startswith("file:"):
+        raise InvalidInputError(f"clean deletes local folders only; delete {folder} with its storage's tools")
+    path = Path(folder.removeprefix("file://").removeprefix("file:"))
+    if not path.exists():
+        print(f"nothing to delete: {path} does not exist", file=sys.stderr)
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInputError(f"not deleting {path} without --yes (no terminal to ask)")
+        answer = input(f"Delete {what}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted", file=sys.stderr)
+            return
+    shutil.rmtree(path)
+    print(f"deleted {path}", file=sys.stderr)
+
+
+def _add_clean_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    clean = commands.add_parser(
+        "clean",
+        help="start a pipeline over: delete the folder of its tables and checkpoints (asks first)",
+        description="Delete a pipeline's root folder (default <warehouse>/<name>: its tables, streaming "
+        "checkpoints and whatever else lies under it, e.g. the demo's landing folders), so the next run "
+        "starts over. Asks on the terminal first; without a terminal it needs --yes. Local folders only.",
+    )
+    clean.add_argument("--pipeline", required=True, help="the [pipeline.<name>] job spec of the config")
+    clean.add_argument("--yes", action="store_true", help="delete without asking")
+    clean.set_defaults(run=_cmd_clean)
 
 
 def _cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
@@ -138,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="spark.KEY=VALUE",
         help="extra Spark conf for the embedded session (repeatable)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's whole log (INFO lines, known harmless warnings) and errors in full",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     version = commands.add_parser(
@@ -163,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--rate-updates", type=int, default=40, help="currency-rate updates to generate")
     demo.add_argument("--transactions", type=int, default=200, help="transactions to generate")
+    demo.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: delete the demo's folder (its tables, landing folders, checkpoints) first",
+    )
     demo.set_defaults(run=_cmd_demo)
 
     assign = commands.add_parser(
@@ -181,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     drill.set_defaults(run=_cmd_failover_drill)
     _add_quality_parser(commands)
     add_state_commands(commands)
+    _add_clean_parser(commands)
 
     kafka = commands.add_parser(
         "kafka", help="a local one-node Kafka broker (KRaft, 127.0.0.1) and the demo's data sent to it"
@@ -196,15 +269,77 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lakehouse`` console script; returns the exit code."""
+    """Entry point of the ``lakehouse`` console script; returns the exit code.
+
+    0: done; 1: an unexpected error (one line naming it; ``--verbose`` raises it with its traceback);
+    2: a lakehouse error (bad settings, input or state: one line); 130: interrupted.
+    """
     args = build_parser().parse_args(argv)
+    verbose = bool(getattr(args, "verbose", False))
     try:
-        settings = load_settings(args.profile, args.config, dict(args.overrides))
+        overrides = dict(args.overrides)
+        if verbose:
+            overrides.setdefault("quiet", "false")
+        settings = load_settings(args.profile, args.config, overrides)
+        _preflight(args, settings)
+        _intro(args, settings)
         run: Command = args.run
         return run(args, settings)
     except LakehouseError as error:
         print(f"lakehouse: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("lakehouse: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if verbose:
+            raise
+        print(f"lakehouse: error: {_describe(error)} (--verbose shows the full error)", file=sys.stderr)
+        return 1
+
+
+#: What each command is about to do, as its first line says (commands not listed say nothing first).
+_INTROS = {
+    "doctor": "starting Spark to check Java, Spark and Delta",
+    "demo": "starting Spark to run the demo pipeline",
+    "assign": "starting Spark to assign tasks",
+    "failover-drill": "starting Spark for a failover drill",
+    "quality": "starting Spark to check the tables' data quality",
+    "tables": "reading the tables",
+    "sql": "reading the tables",
+    "store": "reading a versioned store",
+}
+
+
+def _preflight(args: argparse.Namespace, settings: Settings) -> None:
+    """Check what the command needs that is checkable without a JVM (before its first line)."""
+    check_spark_conf(dict(args.conf))
+    if args.command == "run":
+        spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
+        preflight_run(spec, stages_of(args.stage, spec))
+    elif args.command == "kafka" and args.action == "produce-demo":
+        require_broker(args.bootstrap_servers)
+
+
+def _intro(args: argparse.Namespace, settings: Settings) -> None:
+    """The command's first line, on stderr (stdout may carry JSON lines): what it does, where."""
+    intro = _INTROS.get(args.command)
+    if args.command == "kafka" and args.action == "produce-demo":
+        intro = f"starting Spark to send the demo's data to Kafka at {args.bootstrap_servers}"
+    elif args.command == "kafka" and args.action == "start":
+        intro = f"starting a Kafka broker on port {args.port} (files in {args.folder})"
+    elif args.command == "run":
+        intro = f"starting Spark to run {args.stage} of pipeline {args.pipeline}"
+    if intro is None:
+        return
+    where = f"warehouse {warehouse_uri(settings)}, profile {profile_name(args.profile)}"
+    print(f"lakehouse {args.command}: {intro} ({where})", file=sys.stderr, flush=True)
+
+
+def _describe(error: BaseException) -> str:
+    """An unexpected error in one line: its type and its first line (a Java error's own, for Py4J's)."""
+    java = getattr(error, "java_exception", None)
+    return f"{type(error).__name__}: {first_line(java if java is not None else error)}"
 
 
 if __name__ == "__main__":

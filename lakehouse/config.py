@@ -45,6 +45,7 @@ class Settings:
     driver_memory: str = "4g"
     shuffle_partitions: int = 8
     extra_packages: tuple[str, ...] = ()
+    quiet: bool = True
     spark: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -87,11 +88,14 @@ def load_settings(
             or a value of the wrong type.
     """
     env = os.environ if environ is None else environ
-    profile = profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
+    profile = profile_name(profile, env)
     config_path = config_file(path, env)
     document = _read_toml(config_path)
-    if profile not in document or profile == PIPELINE_TABLE:
-        raise InvalidConfigError("profile", f"{profile!r} is not in {config_path} (has {sorted(document)})")
+    profiles = sorted(name for name in document if name != PIPELINE_TABLE)
+    if profile not in profiles:
+        raise InvalidConfigError(
+            "profile", f"{profile!r} is not a profile of {config_path} (profiles: {', '.join(profiles)})"
+        )
     if not isinstance(document[profile], dict):
         raise InvalidConfigError("profile", f"{profile!r} in {config_path} must be a TOML table")
     values: dict[str, Any] = {}
@@ -102,6 +106,12 @@ def load_settings(
     for key, raw in (overrides or {}).items():
         values[key] = _typed(key, raw, from_text=True)
     return Settings(**values)
+
+
+def profile_name(profile: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The profile chosen: ``profile``, else ``$LAKEHOUSE_PROFILE``, else :data:`DEFAULT_PROFILE`."""
+    env = os.environ if environ is None else environ
+    return profile or env.get(ENV_PROFILE) or DEFAULT_PROFILE
 
 
 def _read_toml(path: Traversable) -> dict[str, Any]:

@@ -36,6 +36,8 @@ LEAVES = "c5"
 LANDING_FORMATS = ("json", "parquet")
 #: Paths of the spec that ``--root`` moves along with the root when they are under the configured one.
 _UNDER_ROOT = ("checkpoints", "records", "changelog", "assignment_root")
+#: The steps of :func:`run_demo`, as it names them to its ``step`` callback.
+STEPS = ("run 1", "run 2", "failover drill", "summary", "quality")
 
 
 def demo_spec(warehouse: str, root: str | None = None, config: str | Path | None = None) -> PipelineSpec:
@@ -58,10 +60,12 @@ def run_demo(
     spec: PipelineSpec,
     size: DemoSize | None = None,
     echo: Callable[[str], None] = print,
+    step: Callable[[str], None] = lambda name: None,
 ) -> list[list[BatchMetrics]]:
     """Land the data generated at ``size`` (default :class:`DemoSize`) in ``spec``'s landing folders in two
     parts, run the pipeline after each, then the failover drill, the summary and the quality suites of the
-    pipeline's state tables, printing what each did.
+    pipeline's state tables, printing what each did; ``step`` is told the name of each of these
+    :data:`STEPS` steps as it starts (a progress bar).
 
     Landing is idempotent (a part landed before is not landed again), so re-running on the same root
     processes nothing new. Returns each run's metrics.
@@ -74,12 +78,16 @@ def run_demo(
     assignments = AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
     runs = []
     for run, part in enumerate(demo_parts(spark, size or DemoSize()), start=1):
+        step(f"run {run}")
         echo(f"[demo] run {run}: {land_part(spec, run, part)}")
         runs.append(demo_run(spark, spec, assignments, run, echo))
+    step("failover drill")
     for line in replica_demo_step(spark, spec):
         echo(line)
+    step("summary")
     for line in summary_lines(runs, _tables(spec, assignments), _queries(spark, spec, assignments)):
         echo(line)
+    step("quality")
     for line in _quality(spark, spec, assignments):
         echo(line)
     return runs
@@ -131,7 +139,10 @@ def land_part(spec: PipelineSpec, run: int, part: tuple[DataFrame, DataFrame]) -
         land_files(rates, spec.changelog, spec.changelog_format, name),
     )
     if not any(files):
-        return f"part {run} had landed before (this root ran the demo already): nothing new"
+        return (
+            f"part {run} had landed before (this root ran the demo already): nothing new; "
+            "to start over: lakehouse demo --fresh (or lakehouse clean --pipeline demo)"
+        )
     span = f"the first {FIRST_RUN_FRACTION:.0%}" if run == 1 else "the rest"
     return (
         f"landed {span} of the generated time span: {files[0]} transaction files -> {spec.records}, "

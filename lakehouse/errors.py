@@ -116,7 +116,8 @@ class SparkSetupError(LakehouseError, RuntimeError):
 
 
 class KafkaBrokerError(LakehouseError, RuntimeError):
-    """The local Kafka broker could not be started (the message says why and names its log file)."""
+    """The local Kafka broker could not be started, or a bootstrap server does not answer (the message says
+    why, and names the broker's log file or the command that starts one)."""
 
 
 class DamagedTableError(LakehouseError, RuntimeError):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -30,10 +33,19 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
     - Under ``spark-submit`` (a JVM was started before Python, so its conf already holds ``spark.master``
       and every ``--conf``): the session is built from that conf, which wins; lakehouse only adds what
       is missing (Delta's SQL extension and catalog, the warehouse, the shuffle partitions, the profile's
-      ``[spark]`` confs and ``conf``). Delta's jars must come from the submit command.
+      ``[spark]`` confs and ``conf``). Delta's jars must come from the submit command. Unless the submit
+      command names a log configuration (``-Dlog4j.configurationFile``), ``conf/log4j2.properties`` is
+      applied before the SparkContext starts (``quiet``, below). Its JVM's stdout is handled as below
+      (never mixed with a job's JSON lines).
     - Otherwise an embedded session is built from ``settings`` (default: :func:`load_settings`): the
       profile's master, Delta's extension and catalog, the Delta jars resolved once from Maven Central
       into ``settings.ivy_cache``, the warehouse folder and quiet logging. ``conf`` entries win there.
+
+    With ``settings.quiet`` (the default) the embedded session logs through ``conf/log4j2.properties``
+    (warnings and errors, minus known harmless ones), drops what the JVM prints to its stdout (Delta's
+    ``Deleted N files`` of VACUUM) and the JVM's start-up notice of the incubator module Spark loads;
+    ``quiet = false`` (the CLI's ``--verbose``) keeps Spark's own log configuration and sends the JVM's
+    stdout to stderr.
 
     Raises:
         JarResolutionError: the Delta jars could not be resolved (embedded session; one line).
@@ -49,9 +61,62 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in embedded_conf(settings, jars, conf).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if settings.quiet:
+        with _without_stderr_lines(_JVM_START_NOTICES):
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
+    return _console(spark, settings)
+
+
+def _console(spark: SparkSession, settings: Settings) -> SparkSession:
+    """``spark`` at the settings' log level, the JVM's stdout dropped (quiet) or sent to stderr."""
+    if settings.quiet:
+        _drop_jvm_console(spark)
+    else:
+        jvm_console_to_stderr(spark)
     spark.sparkContext.setLogLevel(settings.log_level)
     return spark
+
+
+#: What the JVM prints on stderr as it starts, known harmless: Spark's launcher adds the incubating
+#: Vector API module (``--add-modules=jdk.incubator.vector``) and Java announces it.
+_JVM_START_NOTICES = ("WARNING: Using incubator modules:",)
+
+
+@contextmanager
+def _without_stderr_lines(prefixes: tuple[str, ...]) -> Iterator[None]:
+    """Inside, file descriptor 2 is a pipe whose lines are copied to the real stderr except those starting
+    with one of ``prefixes``; a process started inside (the JVM) keeps writing through the copy."""
+    try:
+        saved, real = os.dup(2), os.dup(2)
+    except OSError:  # no stderr to filter (a closed descriptor 2)
+        yield
+        return
+    read, write = os.pipe()
+    os.dup2(write, 2)
+    os.close(write)
+
+    def copy() -> None:
+        with os.fdopen(read, "rb") as lines, os.fdopen(real, "wb", buffering=0) as out:
+            for line in lines:
+                if not line.decode(errors="replace").startswith(prefixes):
+                    out.write(line)
+
+    threading.Thread(target=copy, name="lakehouse-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _drop_jvm_console(spark: SparkSession) -> None:
+    """Drop what the JVM prints to its stdout (only ``println`` of libraries, e.g. VACUUM's ``Deleted N
+    files and directories``: Spark's logs go to stderr)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.java.lang.System.setOut(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
 
 
 def jvm_console_to_stderr(spark: SparkSession) -> None:
@@ -70,10 +135,11 @@ def embedded_conf(
 ) -> dict[str, str]:
     """The Spark confs of the embedded session, in precedence order (later entries win)."""
     log4j = resource_dir("conf") / "log4j2.properties"
+    logging = {"spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}"}
     return {
         "spark.jars": ",".join(jars),
         "spark.driver.memory": settings.driver_memory,
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
+        **(logging if settings.quiet else {}),
         **_lakehouse_conf(settings),
         **(conf or {}),
     }
@@ -103,6 +169,8 @@ def _jvm_started() -> bool:
 def _submitted_session(settings: Settings, conf: Mapping[str, str] | None) -> SparkSession:
     """The session of a JVM that spark-submit started: its conf wins, lakehouse adds what is missing."""
     SparkContext._ensure_initialized()
+    if settings.quiet:
+        _apply_log_configuration()
     submitted = SparkConf()  # loads the submitted JVM's spark.* properties
     _require_delta_classes()
     builder = SparkSession.builder
@@ -112,9 +180,26 @@ def _submitted_session(settings: Settings, conf: Mapping[str, str] | None) -> Sp
         elif submitted.contains(key):
             continue
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings.log_level)
-    return spark
+    return _console(builder.getOrCreate(), settings)
+
+
+def _apply_log_configuration() -> None:
+    """Log through ``conf/log4j2.properties`` in a JVM that spark-submit started without a log
+    configuration of its own (``-Dlog4j.configurationFile``, which wins), before its SparkContext starts
+    (most of Spark's INFO lines come from that start)."""
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    system = jvm.java.lang.System
+    if system.getProperty("log4j.configurationFile") or system.getProperty("log4j2.configurationFile"):
+        return
+    packaged = resource_dir("conf") / "log4j2.properties"
+    if isinstance(packaged, Path):
+        path = str(packaged)
+    else:  # inside a zip (--py-files): log4j reads a real file
+        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as copy:
+            copy.write(packaged.read_text())
+        path = copy.name
+    jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(f"file:{path}"))
 
 
 def _with_delta_extension(extensions: str | None) -> str:

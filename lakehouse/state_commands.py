@@ -30,7 +30,7 @@ from lakehouse.pipeline.metrics import BatchMetrics
 from lakehouse.read.engine import find_local_tables, is_local, open_table, run_sql
 from lakehouse.read.store import StoreReader
 from lakehouse.read.store import store as read_store
-from lakehouse.session import get_spark, jvm_console_to_stderr, warehouse_uri
+from lakehouse.session import get_spark, warehouse_uri
 from lakehouse.tables import describe_all, describe_all_local, format_time, register_all
 from lakehouse.versioned.records import VersionedRecord
 from lakehouse.versioned.store import VersionedStore
@@ -81,10 +81,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(metrics.to_json() if args.json else metrics.describe(), flush=True)
 
     with one_line_errors(args.verbose):
-        spark = _spark(args, settings)
-        if args.json:
-            jvm_console_to_stderr(spark)
-        run_pipeline(spark, spec, args.stage, emit)
+        run_pipeline(_spark(args, settings), spec, args.stage, emit)
     return 0
 
 
@@ -352,7 +349,11 @@ def add_commands(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="override a key of the job spec (repeatable)",
     )
-    run.add_argument("--json", action="store_true", help="print each micro-batch's metrics as JSON")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON line per micro-batch (and per stage with nothing new) on stdout",
+    )
     run.set_defaults(run=_cmd_run)
 
     tables = commands.add_parser(
@@ -385,7 +386,6 @@ def add_commands(commands: Any) -> None:
         "sql-view", help="print the SQL of the store's versions, to paste into another engine"
     )
     view.add_argument("store", help="table name (see `lakehouse tables`) or path")
-    view.add_argument("--verbose", action="store_true", help="show errors in full")
     view.add_argument("--root", help="folder of the tables (default: the warehouse)")
     store.set_defaults(run=_cmd_store)
 
@@ -396,8 +396,11 @@ def add_commands(commands: Any) -> None:
         parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="rows to print")
         parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output")
         parser.add_argument("--spark", action="store_true", help="read with Spark, not delta-rs")
-    for parser in (run, *readers):
-        parser.add_argument("--verbose", action="store_true", help="show Spark's errors in full")
+    for parser in (run, view, *readers):
+        # The global `lakehouse --verbose` also works here (SUPPRESS keeps this one from resetting it).
+        parser.add_argument(
+            "--verbose", action="store_true", default=argparse.SUPPRESS, help="same as lakehouse --verbose"
+        )
     for parser in readers:
         parser.add_argument("--root", help="folder of the tables (default: the warehouse)")
 

@@ -51,7 +51,7 @@ def _stage_line(run: int, stage: str, metrics: Sequence[BatchMetrics]) -> str:
 def _details(metrics: Sequence[BatchMetrics]) -> list[str]:
     """What a person may act on: records dropped or late, lookups outside retention, replayed batches,
     then the stage's own details (numbers summed over micro-batches, zeros left out; other values: the
-    last batch's)."""
+    last batch's; maintenance tasks that were not due by name only)."""
     counts = {
         "duplicates dropped": sum(m.duplicates for m in metrics),
         "late": sum(m.late for m in metrics),
@@ -63,6 +63,19 @@ def _details(metrics: Sequence[BatchMetrics]) -> list[str]:
         for key, value in m.details.items():
             before = details.get(key)
             details[key] = before + value if isinstance(before, int) and isinstance(value, int) else value
-    return [f"{value} {name}" for name, value in counts.items() if value] + [
-        f"{key.replace('_', ' ')} {value}" for key, value in details.items() if value != 0
-    ]
+    skipped = details.pop("skipped", None)
+    not_due = [f"not due: {_tasks(list(skipped))}"] if isinstance(skipped, dict) and skipped else []
+    return (
+        [f"{value} {name}" for name, value in counts.items() if value]
+        + [f"{key.replace('_', ' ')} {value}" for key, value in details.items() if value != 0]
+        + not_due
+    )
+
+
+def _tasks(names: list[str]) -> str:
+    """Maintenance task names, the per-table OPTIMIZEs counted in one (``seal, optimize (3 tables)``)."""
+    optimized = [name for name in names if name.startswith("optimize ")]
+    others = [name for name in names if not name.startswith("optimize ")]
+    if optimized:
+        others.append(f"optimize ({len(optimized)} table{'' if len(optimized) == 1 else 's'})")
+    return ", ".join(others)

@@ -77,10 +77,10 @@ def test_demo_lands_its_data_runs_the_pipeline_twice_and_summarizes(
     assert verdicts[-1] == f"[quality] Data Docs: {Path(spec.root) / 'quality' / 'docs' / 'index.html'}"
     checked = {line.split()[2] for line in verdicts[:-1]}
     assert checked >= {
-        "asof_enriched.enriched",
-        "assignment.assignment.assignment",
-        "dedup_index.dedup_index",
-        "versioned_store.store",
+        "enriched",
+        "assignment.assignment",
+        "dedup_index",
+        "store",
     }
     assert all(line.startswith("[quality] PASS") for line in verdicts[:-1]), verdicts
 

@@ -38,13 +38,38 @@ from lakehouse.versioned.store import LOWEST_SEGMENT, VersionedStore
 
 @dataclass(frozen=True)
 class Due:
-    """Whether a maintenance task is due, and why (or why not)."""
+    """Whether a maintenance task is due, and why (or why not).
+
+    Attributes:
+        due: Whether the task should run.
+        reason: Why, with the numbers compared (the machine form, in the stage's JSON metrics).
+        said: Why, as a short phrase for people (``44 of 50 000 pending rows``); default ``reason``.
+    """
 
     due: bool
     reason: str
+    said: str = ""
 
     def __bool__(self) -> bool:
         return self.due
+
+    def __post_init__(self) -> None:
+        if not self.said:
+            object.__setattr__(self, "said", self.reason)
+
+
+def _span(duration: timedelta) -> str:
+    """``duration`` in the largest whole unit people use for it (``7 days``, ``36 hours``, ``90 s``)."""
+    seconds = int(duration.total_seconds())
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _count(n: int) -> str:
+    """``n`` with thin groups of thousands, as people read it (``50 000``)."""
+    return f"{n:,}".replace(",", " ")
 
 
 def seal_due(pending_commits: int, commits: Sequence[Commit], min_rows: int) -> Due:
@@ -58,7 +83,7 @@ def seal_due(pending_commits: int, commits: Sequence[Commit], min_rows: int) -> 
         return Due(True, f"{pending_commits} pending writes, not all in the newest {len(commits)} commits")
     rows = sum(c.rows_added for c in writes[:pending_commits])
     reason = f"{rows} rows written to the pending partition since the last seal (seal_min_rows {min_rows})"
-    return Due(rows >= min_rows, reason)
+    return Due(rows >= min_rows, reason, f"{_count(rows)} of {_count(min_rows)} pending rows")
 
 
 def _wrote_pending(commit: Commit) -> bool:
@@ -92,7 +117,13 @@ def _below(first_live: int, lowest: float | None, what: str) -> Due:
     if lowest == math.inf:
         return Due(False, f"no {what} holds data")
     if first_live <= lowest:
-        return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}")
+        oldest = (
+            "every version is pending, none sealed yet"
+            if what == "segment" and lowest == PENDING_SEGMENT
+            else f"oldest {what} {int(lowest)}, first live {first_live}"
+        )
+        said = f"nothing stored is past retention yet ({oldest})"
+        return Due(False, f"first live {what} {first_live} <= lowest stored {what} {int(lowest)}", said)
     return Due(True, f"first live {what} {first_live} > lowest stored {what} {int(lowest)}")
 
 
@@ -102,9 +133,11 @@ def vacuum_due(
     """Whether VACUUM is due on a table whose commits (newest first) are ``commits``."""
     last = next((c for c in commits if c.operation == "VACUUM END"), None)
     if last is not None and now - last.timestamp < interval:
-        return Due(False, f"vacuumed at {last.timestamp:%Y-%m-%d %H:%M:%S} UTC, within vacuum_interval")
+        reason = f"vacuumed at {last.timestamp:%Y-%m-%d %H:%M:%S} UTC, within vacuum_interval"
+        return Due(False, reason, f"{reason} ({_span(interval)})")
     if reaches_creation(commits) and commits[-1].timestamp > now - file_retention:
-        return Due(False, f"created less than its file retention ({file_retention}) ago")
+        said = f"the table is younger than its file retention ({_span(file_retention)})"
+        return Due(False, f"created less than its file retention ({file_retention}) ago", said)
     return Due(True, "no VACUUM within vacuum_interval")
 
 
@@ -121,4 +154,5 @@ def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:
     else:
         if reaches_creation(commits):
             window = "since the table was created"
-    return Due(added >= min_files, f"{added} files added {window} (optimize_min_files {min_files})")
+    reason = f"{added} files added {window} (optimize_min_files {min_files})"
+    return Due(added >= min_files, reason, f"{added} of {min_files} new files {window}")

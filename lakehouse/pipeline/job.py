@@ -1,8 +1,9 @@
 """The ``jobs/<stage>.py`` entry points: parse the job's options, run one stage, exit with a status code.
 
 ``spark-submit jobs/ingest.py --pipeline NAME [--config FILE] [--profile P] [--spec KEY=VALUE ...]``
-prints one JSON line of metrics per micro-batch on stdout and exits 0; on failure it prints one line
-(``<stage>: error: ...``) on stderr and exits 2 (with Spark's full error only with ``--verbose``).
+prints one JSON line of metrics per micro-batch (or per stage that had nothing new) on stdout and exits 0;
+on failure it prints one line (``<stage>: error: ...``) on stderr and exits 2 (with Spark's full error only
+with ``--verbose``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Sequence
 
 from lakehouse.config import load_settings
 from lakehouse.errors import LakehouseError
-from lakehouse.pipeline.runner import run_pipeline
+from lakehouse.pipeline.runner import run_pipeline, stages_of
 from lakehouse.pipeline.spec import load_pipeline
-from lakehouse.session import get_spark, jvm_console_to_stderr, warehouse_uri
+from lakehouse.preflight import preflight_run
+from lakehouse.session import get_spark, warehouse_uri
 from lakehouse.state_commands import key_value, one_line_errors
 
 
@@ -26,15 +28,14 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
     parser.add_argument("--spec", action="append", type=key_value, default=[], metavar="KEY=VALUE")
-    parser.add_argument("--verbose", action="store_true", help="show Spark's errors in full")
+    parser.add_argument("--verbose", action="store_true", help="show Spark's whole log and errors in full")
     args = parser.parse_args(argv)
     try:
-        settings = load_settings(args.profile, args.config)
+        settings = load_settings(args.profile, args.config, {"quiet": "false"} if args.verbose else None)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
+        preflight_run(spec, stages_of(stage, spec))
         with one_line_errors(args.verbose):
-            spark = get_spark(settings=settings)
-            jvm_console_to_stderr(spark)
-            run_pipeline(spark, spec, stage)
+            run_pipeline(get_spark(settings=settings), spec, stage)
     except LakehouseError as error:
         print(f"{stage}: error: {error}", file=sys.stderr)
         return 2

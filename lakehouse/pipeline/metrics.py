@@ -14,6 +14,9 @@ from lakehouse import delta_ops
 from lakehouse.commit_log import CommitLog
 from lakehouse.history import rows_added
 
+#: ``details`` key of the metrics a stage emits when it found no new input.
+NOTHING_NEW = "nothing_new"
+
 
 @dataclass(frozen=True)
 class BatchMetrics:
@@ -32,7 +35,9 @@ class BatchMetrics:
         table: The table the batch wrote (its output).
         version: That table's Delta version after the batch.
         seconds: Wall-clock time of the batch.
-        details: Stage-specific numbers (maintenance: files removed, tables compacted, ...).
+        details: Stage-specific numbers (maintenance: files removed, tables compacted, ...); in the JSON.
+        said: What ``details`` say as a phrase for people, replacing them in :meth:`describe` (not in the
+            JSON).
     """
 
     pipeline: str
@@ -48,21 +53,33 @@ class BatchMetrics:
     version: int | None = None
     seconds: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict)
+    said: str = ""
+
+    @classmethod
+    def nothing_new(cls, pipeline: str, stage: str) -> BatchMetrics:
+        """The metrics of a stage that found no new input (no micro-batch ran): ``details.nothing_new``."""
+        return cls(pipeline, stage, None, details={NOTHING_NEW: True}, said="nothing new")
 
     def to_json(self) -> str:
-        """The metrics as one JSON line."""
+        """The metrics as one JSON line (without :attr:`said`)."""
         values = asdict(self)
+        del values["said"]
         values["seconds"] = round(self.seconds, 3)
         return json.dumps(values, sort_keys=True, default=str)
 
     def describe(self) -> str:
         """A one-line progress message for people."""
+        if self.details.get(NOTHING_NEW):
+            return f"[{self.pipeline}:{self.stage}]: nothing new"
         batch = "" if self.batch_id is None else f" batch {self.batch_id}"
         parts = [f"{self.records_in} in", f"{self.records_out} out"]
         parts += [f"{v} {k}" for k, v in (("duplicates", self.duplicates), ("late", self.late)) if v]
         if self.expired_lookups:
             parts.append(f"{self.expired_lookups} expired lookups")
-        parts += [f"{k} {v}" for k, v in self.details.items()]
+        if self.said:
+            parts.append(self.said)
+        else:
+            parts += [f"{k.replace('_', ' ')} {v}" for k, v in self.details.items()]
         where = "" if self.table is None else f" -> {self.table} v{self.version}"
         replay = " (replay: nothing new written)" if self.replay else ""
         return (

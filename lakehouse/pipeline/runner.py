@@ -48,7 +48,8 @@ def run_pipeline(
     """Run ``stage`` (or ``all``) of the pipeline once over the input that is new; returns the metrics.
 
     Each streaming stage processes the input its checkpoint has not seen, in micro-batches, and stops
-    (``trigger(availableNow=True)``); ``emit`` gets each micro-batch's metrics as soon as it is done.
+    (``trigger(availableNow=True)``); ``emit`` gets each micro-batch's metrics as soon as it is done, and
+    :meth:`BatchMetrics.nothing_new` for a stage that had nothing new (not in the list returned).
 
     Raises:
         LakehouseError: a bad spec or input (nothing of that micro-batch was marked done: re-run it).
@@ -56,7 +57,10 @@ def run_pipeline(
     run = Run(spark, spec, emit) if after_batch is None else Run(spark, spec, emit, after_batch)
     done: list[BatchMetrics] = []
     for name in stages_of(stage, spec):
-        done += STAGES[name](run)
+        metrics = STAGES[name](run)
+        if not metrics:
+            emit(BatchMetrics.nothing_new(spec.name, name))
+        done += metrics
     return done
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.catalog import hadoop_fs, hadoop_path, list_files, path_exists
-from lakehouse.errors import InvalidConfigError
+from lakehouse.errors import InvalidConfigError, InvalidInputError
 from lakehouse.kafka_source import read_kafka
 from lakehouse.pipeline.spec import PipelineSpec, source_schema
 
@@ -56,7 +56,8 @@ def read_stream(
         max_files_per_trigger: Files per micro-batch (0: everything new in one micro-batch).
 
     Raises:
-        InvalidConfigError: no source path, a missing schema, or nothing at ``path``.
+        InvalidConfigError: no source path, a missing schema, or no Delta table at ``path``.
+        InvalidInputError: no landing folder at ``path``.
     """
     if not path:
         raise InvalidConfigError(key, "this stage needs a source path")
@@ -66,7 +67,7 @@ def read_stream(
     if fmt != "delta":
         reader = reader.schema(source_schema(f"{key}_schema", schema))
         if not path_exists(spark, path):
-            raise InvalidConfigError(key, f"no landing folder {path}")
+            raise InvalidInputError(f"nothing has landed in {path} yet (the {key} landing folder)")
     elif not DeltaTable.isDeltaTable(spark, path):
         raise InvalidConfigError(key, f"no Delta table at {path}")
     return reader.load(path)

@@ -125,6 +125,8 @@ def enrich(run: Run) -> list[BatchMetrics]:
     spec, tables = run.spec, run.spec.tables
     if not DeltaTable.isDeltaTable(run.spark, tables.store):
         raise InvalidConfigError("changelog", f"no versioned store at {tables.store}: run materialize first")
+    if not DeltaTable.isDeltaTable(run.spark, tables.deduped):
+        return []  # ingest has deduplicated nothing yet: nothing new to join
     source = read_stream(run.spark, "deduped", tables.deduped, "delta", "", spec.max_files_per_trigger)
     store = VersionedStore.open(run.spark, tables.store)
     handle = _join_with_grace(run, store) if spec.grace is not None else _join_now(run, store)
@@ -195,10 +197,12 @@ def maintain(run: Run) -> list[BatchMetrics]:
     start = time.monotonic()
     details: dict[str, object] = {}
     skipped: dict[str, str] = {}
+    said: list[str] = []
 
     def when(task: str, due: Due) -> bool:
         if not due:
             skipped[task] = due.reason
+            said.append(f"{task}: skipped, {due.said}")
         return due.due
 
     if DeltaTable.isDeltaTable(spark, tables.store):
@@ -228,7 +232,15 @@ def maintain(run: Run) -> list[BatchMetrics]:
     details["optimized"] = ",".join(compacted) or "none"
     if skipped:
         details["skipped"] = skipped
-    metrics = BatchMetrics(spec.name, "maintain", None, seconds=time.monotonic() - start, details=details)
+    done = [f"{key.replace('_', ' ')} {value}" for key, value in details.items() if key != "skipped"]
+    metrics = BatchMetrics(
+        spec.name,
+        "maintain",
+        None,
+        seconds=time.monotonic() - start,
+        details=details,
+        said="; ".join(done + said),
+    )
     run.emit(metrics)
     return [metrics]
 

@@ -12,6 +12,7 @@ table is checked incrementally: the keys changed since, read from the segments a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,7 +57,7 @@ class TableVerdict:
     def line(self) -> str:
         """The one-line verdict: PASS/FAIL, the suite, the version, and each failed rule with sample keys."""
         verdict = "PASS" if self.success else "FAIL"
-        head = f"[quality] {verdict} {self.suite} (version {self.version}, {self.scope})"
+        head = f"[quality] {verdict} {self.suite} ({self.kind}, version {self.version}, {self.scope})"
         failed = [r for r in self.results if not r.success]
         if not failed:
             return f"{head}: {len(self.results)} expectations met"
@@ -92,8 +93,10 @@ def run_quality(
     results_path: str | None = None,
     docs_dir: str | None = None,
     full: bool = False,
+    step: Callable[[str], None] = lambda path: None,
 ) -> QualityReport:
-    """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite).
+    """Run the suite of each table (default: every lakehouse table under ``warehouse`` with a suite);
+    ``step`` is told each table's path before its check (a progress bar).
 
     A versioned store whose newest recorded check in the results table passed every expectation is
     checked incrementally: only the keys changed since that check's version are read through the rules
@@ -115,9 +118,12 @@ def run_quality(
     paths = [_resolve(spark, warehouse, t) for t in tables] if tables else _discovered(spark, warehouse)
     passes = {} if full else last_passes(spark, results_path, paths)
     run_time = datetime.now(UTC)
-    verdicts = tuple(_check(spark, docs, warehouse, path, passes.get(path)) for path in paths)
-    append_results(spark, results_path, run_time, verdicts)
-    return QualityReport(verdicts, results_path, docs.build_docs())
+    verdicts = []
+    for path in paths:
+        step(path)
+        verdicts.append(_check(spark, docs, warehouse, path, passes.get(path)))
+    append_results(spark, results_path, run_time, tuple(verdicts))
+    return QualityReport(tuple(verdicts), results_path, docs.build_docs())
 
 
 def _check(
@@ -126,7 +132,7 @@ def _check(
     version = delta_ops.latest_version(DeltaTable.forPath(spark, path))
     with delta_ops.session_confs(spark, _IGNORE_MISSING_FILES):
         check = check_table(spark, path, version, _since(spark, path, version, passed))
-        suite = _suite_name(check.kind, warehouse, path)
+        suite = _suite_name(warehouse, path)
         if check.violations.isLocal():  # held by the driver (no violation found): nothing to cache
             results = docs.validate(suite, check.rules, check.violations, check.scope)
         else:
@@ -166,11 +172,12 @@ def _resolve(spark: SparkSession, warehouse: str, table: str) -> str:
     raise InvalidInputError(f"{table} is not a Delta table (looked at {candidates})")
 
 
-def _suite_name(kind: str, warehouse: str, path: str) -> str:
-    """``<kind>.<path relative to the warehouse>``, in characters that are safe as a file name."""
+def _suite_name(warehouse: str, path: str) -> str:
+    """The table's path relative to the warehouse, its folders joined by dots (characters safe in a file
+    name), e.g. ``demo.store``; a table outside the warehouse is named by its whole path."""
     base = warehouse.rstrip("/") + "/"
     relative = path[len(base) :] if path.startswith(base) else path
-    return f"{kind}." + _SUITE_CHARS.sub(".", relative).strip(".")
+    return _SUITE_CHARS.sub(".", relative).strip(".")
 
 
 def _local_folder(path: str) -> str:

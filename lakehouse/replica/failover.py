@@ -160,6 +160,7 @@ def run_failover_drill(
         f"[replica] catch-up of {promoted}'s replica: {synced.versions} versions, {synced.rows} rows in "
         f"{synced.seconds:.1f} s; cold restore of shard {task}: {restored.rows} rows in "
         f"{restored.seconds:.1f} s",
+        _why(synced, restored),
         f"[replica] reads from the promoted replica equal the source at version {synced.checkpoint}: {equal}",
     )
     for line in lines:
@@ -167,8 +168,25 @@ def run_failover_drill(
     return DrillReport(task, lost, promoted, had_replica, synced, restored, equal, lines)
 
 
+def _why(catch_up: SyncResult, restore: SyncResult) -> str:
+    """What the two timings say: a catch-up costs the changes, a restore the whole shard, and both pay
+    Delta's fixed cost of a commit (a catch-up that MERGEs pays more of it), which rules small shards."""
+    if catch_up.seconds < restore.seconds:
+        return (
+            f"[replica] the standby applied {catch_up.rows} changed rows "
+            f"{restore.seconds / max(catch_up.seconds, 1e-3):.1f}x faster than a restore of the shard's "
+            f"{restore.rows} rows: a catch-up costs the changes, a restore the whole shard"
+        )
+    return (
+        f"[replica] at this size both take Delta's fixed cost of a commit, and a catch-up that MERGEs "
+        f"changes pays more of it than rewriting a {restore.rows}-row shard; a catch-up's cost grows with "
+        "the changes and a restore's with the shard, so a standby pays off when few rows of a large shard "
+        "changed (10M rows: a batch's sync 8x faster than a restore, bench/RESULTS_replica.md)"
+    )
+
+
 def _put(store: VersionedStore, batch: DataFrame, batch_id: int) -> None:
-    store.put_all(batch, batch_id=batch_id, sequence_by="seq")
+    store.put_all(batch, batch_id=batch_id)
 
 
 def _generation(
@@ -204,10 +222,16 @@ def _equal_to_source(replica: Replica, version: int) -> bool:
     return mine.exceptAll(shard).isEmpty() and shard.exceptAll(mine).isEmpty()
 
 
+#: Source partitions of the drill's generated changelog (records of a key are in one, as Kafka keeps them).
+SOURCE_PARTITIONS = 4
+
+
 def generated_batches(spark: SparkSession, keys: int, batches: int, seed: int = 13) -> list[DataFrame]:
     """``batches`` batches of updates: all ``keys`` keys first, then a tenth of them per batch.
 
-    Columns ``key``, ``value``, ``timestamp`` and ``seq`` (the processing order within a batch).
+    Columns ``key``, ``value``, ``timestamp``, and ``partition`` (``key`` mod :data:`SOURCE_PARTITIONS`) and
+    ``offset`` (increasing across batches) as a Kafka changelog has them: the store orders each partition
+    on its own, in parallel (a global sequence would be one Spark task).
     """
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     frames = []
@@ -216,8 +240,9 @@ def generated_batches(spark: SparkSession, keys: int, batches: int, seed: int = 
             (F.col("id") if n == 0 else F.floor(F.rand(seed + n) * keys)).cast("long").alias("key"),
             (F.rand(seed + 100 + n) * 100).alias("value"),
             (F.lit(t0) + F.make_interval(mins=F.lit(n) * 10 + F.col("id") % 10)).alias("timestamp"),
-            F.col("id").alias("seq"),
+            (F.lit(n) * keys + F.col("id")).alias("offset"),
         )
+        rows = rows.withColumn("partition", (F.col("key") % SOURCE_PARTITIONS).cast("int"))
         frames.append(rows)
     return frames
 
