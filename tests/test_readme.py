@@ -175,6 +175,28 @@ def _run_command(command: str, comment: str) -> None:
         assert re.search(pattern, output), f"{command} did not print {quoted!r}:\n{output}"
 
 
+def quickstart_commands() -> list[str]:
+    """The README quickstart's ``lakehouse`` commands, to try after ``make demo``."""
+    block = next(b for b in blocks("bash", README) if b.startswith("source .venv/bin/activate"))
+    return [command for command, _ in _commands(block) if command.startswith("lakehouse ")]
+
+
+def run_quickstart(warehouse: str) -> dict[str, str]:
+    """Run the quickstart's commands through the CLI's ``main`` against the demo's ``warehouse`` (in this
+    process: its Spark session is reused); returns what each printed. Each must exit 0 and print."""
+    from lakehouse.cli import main
+
+    printed = {}
+    for command in quickstart_commands():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["--set", f"warehouse={warehouse}", *shlex.split(command)[1:]])
+        assert code == 0, f"{command}: exit {code}\n{out.getvalue()}"
+        assert out.getvalue().strip(), command
+        printed[command] = out.getvalue()
+    return printed
+
+
 def _statements(sql: str) -> list[str]:
     without_comments = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
     return [s.strip() for s in without_comments.split(";") if s.strip()]
