@@ -106,7 +106,7 @@ def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
