@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test doctor lint bench clean
+.PHONY: demo test doctor lint docs bench clean
 
 $(BIN)/lakehouse: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(BIN)/lakehouse
 
 doctor: $(BIN)/lakehouse
 	$(BIN)/lakehouse doctor
+
+# The documentation site (docs/ and the API reference from the docstrings) into site/; warnings fail it.
+docs: $(BIN)/lakehouse
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(BIN)/lakehouse
 	$(BIN)/ruff check lakehouse jobs tests bench

@@ -12,6 +12,7 @@ from lakehouse.demo import demo_spec, run_demo
 from lakehouse.demo_data import DemoSize, landing_parts, rate_updates, transactions
 from lakehouse.pipeline import BatchMetrics
 from lakehouse.schemas import load_schema
+from tests.test_readme import run_quickstart
 
 SIZE = DemoSize(rate_updates=20, transactions=50)
 
@@ -83,6 +84,10 @@ def test_demo_lands_its_data_runs_the_pipeline_twice_and_summarizes(
         "store",
     }
     assert all(line.startswith("[quality] PASS") for line in verdicts[:-1]), verdicts
+
+    # The README's quickstart: what it tells a user to try after the demo works on the demo's tables.
+    printed = run_quickstart(str(tmp_path / "wh"))
+    assert "(1 row)" in printed[next(c for c in printed if c.startswith("lakehouse store get"))]
 
 
 def _check_summary(spark: SparkSession, lines: list[str], runs: list[list[BatchMetrics]]) -> None:

@@ -69,7 +69,8 @@ def asof_join_with_grace(
         store: The versioned store (a grace period needs the table's stream time).
         grace: How long behind the table's stream time a record must be to be joined; <= the store's
             history retention.
-        pending_path / sink_path: Delta tables of the waiting records and of the join output.
+        pending_path: Delta table of the waiting records.
+        sink_path: Delta table of the join output.
         batch_id: Increasing run number; a batch already committed is not applied again.
 
     Raises:

@@ -129,7 +129,8 @@ def asof_join(
             and ``valid_to`` (NULL: open), an optional boolean ``tombstone`` and value columns.
         on: Key column(s), named alike on both sides; default: the store's key columns.
         how: ``"left"`` (keep unmatched stream records) or ``"inner"``.
-        prefix / suffix: Added to the names of the table's value columns and ``valid_from``.
+        prefix: Added before the names of the table's value columns and ``valid_from``.
+        suffix: Added after the names of the table's value columns and ``valid_from``.
         bucket: Width of the join's time buckets for every key (no hot-key detection); default: one
             bucket for an ordinary key, finer buckets for hot keys.
         hot_events: Records in the batch from which a key is hot and split into buckets.

@@ -357,9 +357,11 @@ class VersionedStore:
             timestamp: The event-time (TIMESTAMP) column: each record's ``valid_from``.
 
         Raises:
-            SchemaMismatchError: missing columns or wrong types. InvalidInputError: null keys, timestamps
-            or order columns, or a batch id below the last committed one. ConcurrentWriteError: another
-            writer committed after this batch read the store. Nothing is written then.
+            SchemaMismatchError: missing columns or wrong types (nothing is written).
+            InvalidInputError: null keys, timestamps or order columns, or a batch id below the last
+                committed one (nothing is written).
+            ConcurrentWriteError: another writer committed after this batch read the store (nothing is
+                written).
         """
         self._check_writable()
         self._check_frame(df, timestamp, sequence_by)
