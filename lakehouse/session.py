@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -33,10 +32,8 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
     - Under ``spark-submit`` (a JVM was started before Python, so its conf already holds ``spark.master``
       and every ``--conf``): the session is built from that conf, which wins; lakehouse only adds what
       is missing (Delta's SQL extension and catalog, the warehouse, the shuffle partitions, the profile's
-      ``[spark]`` confs and ``conf``). Delta's jars must come from the submit command. Unless the submit
-      command names a log configuration (``-Dlog4j.configurationFile``), ``conf/log4j2.properties`` is
-      applied before the SparkContext starts (``quiet``, below). Its JVM's stdout is handled as below
-      (never mixed with a job's JSON lines).
+      ``[spark]`` confs and ``conf``). Delta's jars and the log configuration must come from the submit
+      command. Its JVM's stdout is handled as below (never mixed with a job's JSON lines).
     - Otherwise an embedded session is built from ``settings`` (default: :func:`load_settings`): the
       profile's master, Delta's extension and catalog, the Delta jars resolved once from Maven Central
       into ``settings.ivy_cache``, the warehouse folder and quiet logging. ``conf`` entries win there.
@@ -169,8 +166,6 @@ def _jvm_started() -> bool:
 def _submitted_session(settings: Settings, conf: Mapping[str, str] | None) -> SparkSession:
     """The session of a JVM that spark-submit started: its conf wins, lakehouse adds what is missing."""
     SparkContext._ensure_initialized()
-    if settings.quiet:
-        _apply_log_configuration()
     submitted = SparkConf()  # loads the submitted JVM's spark.* properties
     _require_delta_classes()
     builder = SparkSession.builder
@@ -181,25 +176,6 @@ def _submitted_session(settings: Settings, conf: Mapping[str, str] | None) -> Sp
             continue
         builder = builder.config(key, value)
     return _console(builder.getOrCreate(), settings)
-
-
-def _apply_log_configuration() -> None:
-    """Log through ``conf/log4j2.properties`` in a JVM that spark-submit started without a log
-    configuration of its own (``-Dlog4j.configurationFile``, which wins), before its SparkContext starts
-    (most of Spark's INFO lines come from that start)."""
-    jvm = SparkContext._jvm
-    assert jvm is not None
-    system = jvm.java.lang.System
-    if system.getProperty("log4j.configurationFile") or system.getProperty("log4j2.configurationFile"):
-        return
-    packaged = resource_dir("conf") / "log4j2.properties"
-    if isinstance(packaged, Path):
-        path = str(packaged)
-    else:  # inside a zip (--py-files): log4j reads a real file
-        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as copy:
-            copy.write(packaged.read_text())
-        path = copy.name
-    jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(f"file:{path}"))
 
 
 def _with_delta_extension(extensions: str | None) -> str:

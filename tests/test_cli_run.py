@@ -53,6 +53,6 @@ def test_maintain_says_why_in_words_and_keeps_the_machine_form_in_json() -> None
         said=f"optimized none; seal: skipped, {seal.said}",
     )
     assert metrics.describe().startswith("[demo:maintain]: 0 in, 0 out, optimized none; seal: skipped, 44 of")
-    assert BatchMetrics.nothing_new("demo", "ingest").describe() == "[demo:ingest]: nothing new"
+    assert BatchMetrics.nothing_new("demo", "ingest", 2.04).describe() == "[demo:ingest]: nothing new (2.0s)"
     as_json = json.loads(metrics.to_json())
     assert as_json["details"]["skipped"] == {"seal": seal.reason} and "said" not in as_json

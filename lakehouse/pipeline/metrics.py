@@ -56,9 +56,10 @@ class BatchMetrics:
     said: str = ""
 
     @classmethod
-    def nothing_new(cls, pipeline: str, stage: str) -> BatchMetrics:
-        """The metrics of a stage that found no new input (no micro-batch ran): ``details.nothing_new``."""
-        return cls(pipeline, stage, None, details={NOTHING_NEW: True}, said="nothing new")
+    def nothing_new(cls, pipeline: str, stage: str, seconds: float = 0.0) -> BatchMetrics:
+        """The metrics of a stage that found no new input (no micro-batch ran) in ``seconds``:
+        ``details.nothing_new``."""
+        return cls(pipeline, stage, None, seconds=seconds, details={NOTHING_NEW: True}, said="nothing new")
 
     def to_json(self) -> str:
         """The metrics as one JSON line (without :attr:`said`)."""
@@ -70,7 +71,7 @@ class BatchMetrics:
     def describe(self) -> str:
         """A one-line progress message for people."""
         if self.details.get(NOTHING_NEW):
-            return f"[{self.pipeline}:{self.stage}]: nothing new"
+            return f"[{self.pipeline}:{self.stage}]: nothing new ({self.seconds:.1f}s)"
         batch = "" if self.batch_id is None else f" batch {self.batch_id}"
         parts = [f"{self.records_in} in", f"{self.records_out} out"]
         parts += [f"{v} {k}" for k, v in (("duplicates", self.duplicates), ("late", self.late)) if v]

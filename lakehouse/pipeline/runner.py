@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from pyspark.sql import SparkSession
@@ -57,9 +58,10 @@ def run_pipeline(
     run = Run(spark, spec, emit) if after_batch is None else Run(spark, spec, emit, after_batch)
     done: list[BatchMetrics] = []
     for name in stages_of(stage, spec):
+        start = time.monotonic()
         metrics = STAGES[name](run)
         if not metrics:
-            emit(BatchMetrics.nothing_new(spec.name, name))
+            emit(BatchMetrics.nothing_new(spec.name, name, time.monotonic() - start))
         done += metrics
     return done
 

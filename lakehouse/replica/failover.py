@@ -171,6 +171,8 @@ def run_failover_drill(
 def _why(catch_up: SyncResult, restore: SyncResult) -> str:
     """What the two timings say: a catch-up costs the changes, a restore the whole shard, and both pay
     Delta's fixed cost of a commit (a catch-up that MERGEs pays more of it), which rules small shards."""
+    if not catch_up.versions:
+        return "[replica] the standby had nothing to catch up (this root ran the drill before): no comparison"
     if catch_up.seconds < restore.seconds:
         return (
             f"[replica] the standby applied {catch_up.rows} changed rows "

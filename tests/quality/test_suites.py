@@ -94,7 +94,9 @@ def test_stores_changed_through_delta_are_checked_incrementally(
         assert verdict(report, suffix).scope == "incremental since version 5: 1 keys"
     untouched = verdict(report, "rates_untouched")
     assert untouched.success and untouched.scope == "incremental since version 5: 0 keys"
-    assert "(version 5, incremental since version 5: 0 keys): 7 expectations met" in untouched.line()
+    assert "(versioned_store, version 5, incremental since version 5: 0 keys): 7 expectations met" in (
+        untouched.line()
+    )
 
 
 def test_a_store_whose_change_data_is_lost_is_checked_whole(
@@ -145,5 +147,5 @@ def test_a_run_with_failures_exits_non_zero_from_the_cli(
     assert main(["--set", f"warehouse={warehouse}", "quality", clean_table]) == 0
     assert main(["--set", f"warehouse={warehouse}", "quality", "--full", "rates_overlap"]) == 1
     out = capsys.readouterr().out
-    assert "[quality] FAIL versioned_store.rates_overlap (version 6, full)" in out
+    assert "[quality] FAIL rates_overlap (versioned_store, version 6, full)" in out
     assert "[quality] Data Docs: " in out
