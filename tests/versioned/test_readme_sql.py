@@ -1,4 +1,4 @@
-"""The README's "SQL over state" statements, executed verbatim against a registered store."""
+"""docs/versioned-stores.md's "SQL over state" statements, executed verbatim against a registered store."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from lakehouse.times import micros
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.segments import segment_of
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-T0 = datetime(2024, 1, 1, tzinfo=UTC)  # the README's statements ask about T0 + 10 min
+README = Path(__file__).resolve().parents[2] / "docs" / "versioned-stores.md"
+T0 = datetime(2024, 1, 1, tzinfo=UTC)  # the page's statements ask about T0 + 10 min
 RATES = T.StructType([T.StructField("currency", T.StringType()), T.StructField("rate", T.DoubleType())])
 
 
 def readme_statements() -> list[str]:
-    """The statements of the first ```sql block after the README's "SQL over state" paragraph."""
+    """The statements of the first ```sql block after the page's "SQL over state" paragraph."""
     text = README.read_text()
     block = text[text.index("**SQL over state.**") :]
     block = block[block.index("```sql") + len("```sql") : block.index("```\n", block.index("```sql") + 6)]
