@@ -71,7 +71,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "zero-byte last commit": (_zero_byte_last_commit, "empty file"),
     "truncated last commit": (_truncated_last_commit, "cannot be parsed"),
     "last line cut": (_last_line_cut, "cannot be parsed"),
-    "missing middle commit": (_missing_middle_commit, "ontiguous"),
+    "missing middle commit": (_missing_middle_commit, "DELTA_TRUNCATED_TRANSACTION_LOG"),
     "truncated checkpoint": (_truncated_checkpoint, "checkpoint"),
 }
 
