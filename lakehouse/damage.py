@@ -39,7 +39,8 @@ _lock = threading.Lock()
 
 
 def checked_snapshot(spark: SparkSession, path: str, update: Any) -> Any:
-    """``update()`` (Delta's ``DeltaLog.update``: the newest snapshot), checked as the module doc says.
+    """``update()`` (Delta's ``DeltaLog.forTable(...).update``: the newest snapshot), checked as the module
+    doc says.
 
     Raises:
         DamagedTableError: the table's log is damaged (the message names the damage as Delta reports it).
