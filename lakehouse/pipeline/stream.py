@@ -87,24 +87,17 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
         if failures:
             raise failures[0] from None
         raise StageFailedError(
-            f"stage {stage} of pipeline {run.spec.name} failed: {_reason(error, run, stage)}"
+            f"stage {stage} of pipeline {run.spec.name} failed: {_reason(error)}"
         ) from None
     return done
 
 
-def _reason(error: StreamingQueryException, run: Run, stage: str) -> str:
+def _reason(error: StreamingQueryException) -> str:
     """The first line of Spark's error, plus its ``Reason:`` line if any (Kafka's source names the
-    partition and offsets there), plus how to acknowledge a Kafka partition whose offsets went backwards."""
+    partition and both offsets there when a partition's offsets went backwards: a re-created topic)."""
     lines = [line.strip() for line in str(error).strip().splitlines()] or ["unknown error"]
     because = next((line for line in lines[1:] if line.startswith("Reason:")), None)
-    if because is None:
-        return lines[0]
-    if "offset was changed" not in because:
-        return f"{lines[0]} {because}"
-    return (
-        f"{lines[0]} {because} If the topic was re-created, delete the checkpoint "
-        f"{run.spec.tables.checkpoint(stage)} to process its records as new (see docs/recovery.md)"
-    )
+    return lines[0] if because is None else f"{lines[0]} {because}"
 
 
 def _retrying_conflicts(attempt: Callable[[], BatchMetrics]) -> tuple[BatchMetrics, int]:
