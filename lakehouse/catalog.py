@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
+from lakehouse.damage import is_delta_table
 from lakehouse.errors import NotALakehouseTableError
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
@@ -34,7 +34,7 @@ def lakehouse_properties(spark: SparkSession, path: str, kind: str) -> dict[str,
     """
     if not path_exists(spark, path):
         raise NotALakehouseTableError(path, kind, "nothing exists there")
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not is_delta_table(spark, path):
         raise NotALakehouseTableError(path, kind, "it is not a Delta table (no _delta_log)")
     properties = delta_ops.table_properties(spark, path)
     found = properties.get(KIND_PROPERTY)

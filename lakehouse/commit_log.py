@@ -471,9 +471,14 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     """
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     none = jvm.scala.Option.empty()
-    return checked_snapshot(spark, path, lambda: log.update(False, none, none))
+    return checked_snapshot(
+        spark,
+        path,
+        lambda: jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
+            False, none, none
+        ),
+    )
 
 
 def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:

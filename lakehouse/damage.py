@@ -24,6 +24,7 @@ import json
 import threading
 from typing import Any
 
+from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
@@ -38,7 +39,8 @@ _lock = threading.Lock()
 
 
 def checked_snapshot(spark: SparkSession, path: str, update: Any) -> Any:
-    """``update()`` (Delta's ``DeltaLog.update``: the newest snapshot), checked as the module doc says.
+    """``update()`` (Delta's ``DeltaLog.forTable(...).update``: the newest snapshot), checked as the module
+    doc says.
 
     Raises:
         DamagedTableError: the table's log is damaged (the message names the damage as Delta reports it).
@@ -50,6 +52,15 @@ def checked_snapshot(spark: SparkSession, path: str, update: Any) -> Any:
     if int(snapshot.version()) >= 0:
         _check_segment(spark, path, snapshot)
     return snapshot
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    """``DeltaTable.isDeltaTable``, with Delta's errors on a damaged log (it builds the snapshot) raised as
+    :class:`~lakehouse.errors.DamagedTableError`."""
+    try:
+        return bool(DeltaTable.isDeltaTable(spark, path))
+    except Py4JJavaError as error:
+        raise DamagedTableError(path, _delta_says(error)) from None
 
 
 def _delta_says(error: Py4JJavaError) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse.doctor import table_health
+from lakehouse.cli import build_parser
+from lakehouse.doctor import run_table_doctor, table_health
 from lakehouse.errors import DamagedTableError
 from lakehouse.versioned import VersionedStore
 from tests.versioned.helpers import batch_frame, create_store
@@ -71,7 +72,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "zero-byte last commit": (_zero_byte_last_commit, "empty file"),
     "truncated last commit": (_truncated_last_commit, "cannot be parsed"),
     "last line cut": (_last_line_cut, "cannot be parsed"),
-    "missing middle commit": (_missing_middle_commit, "ontiguous"),
+    "missing middle commit": (_missing_middle_commit, "DELTA_TRUNCATED_TRANSACTION_LOG"),
     "truncated checkpoint": (_truncated_checkpoint, "checkpoint"),
 }
 
@@ -105,6 +106,10 @@ def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
     data[-1].unlink()
     health = table_health(spark, str(path))
     assert not health.sound and "missing" in health.problems[0] and data[-1].name in health.problems[0]
+    lines: list[str] = []
+    assert run_table_doctor(spark, str(path), echo=lines.append) == 1  # `lakehouse doctor TABLE`
+    assert lines[0].startswith("DAMAGED:") and "RESTORE TABLE" in lines[-1]
+    assert build_parser().parse_args(["doctor", str(path)]).table == str(path)
     shutil.rmtree(path)
     with pytest.raises(DamagedTableError, match=r"no commit|deleted"):
         store.get("a")

@@ -42,8 +42,12 @@ that finds the index moved since it read it, however shortly before its commit, 
 
 Exactly-once in the sink also when the *source* re-delivers: a record delivered again under a new batch
 id (or twice in one batch) is still forwarded by ``apply`` (KIP-655's offset-aware replay), but ``run``
-appends a record with a non-null offset only if the sink (and the batch) do not hold its ``(partition,
-offset)`` already (``(topic, partition, offset)`` when the records have a ``topic`` column). Only records
+appends a record with a non-null offset only if the sink (and the batch) do not hold the same record
+already: its ``(partition, offset)`` (``(topic, partition, offset)`` when the records have a ``topic``
+column) *and* the same value in every other column. A record at a held offset with other content is new
+(offsets reset: a topic re-created, a landing folder re-used) and is appended: no record is dropped for
+its offset alone. A deduplicator whose records have no ``topic`` column is refused at its first batch
+into a sink another index or writer appends to (two sources' offsets would collide). Only records
 that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
 null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
 re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
@@ -114,6 +118,8 @@ _STREAM_TIME = "stream_time_us"
 _ROWS_PER_FILE = 1_000_000
 #: How long a sink folder that is not a Delta table may take to become one (a concurrent first commit).
 _SINK_CREATION_WAIT_S = 10.0
+#: A record's whole content as one comparable value (see :func:`_with_record_key`).
+_RECORD_KEY = "_lh_record"
 _RECORD_COLUMNS = T.StructType(
     [
         T.StructField(PARTITION_COL, T.IntegerType()),
@@ -653,10 +659,6 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
         _with_record_key(held, schema).select(*ids, _RECORD_KEY), on=[*ids, _RECORD_KEY], how="left_anti"
     )
     return fresh.unionByName(kept.select(*columns)).unionByName(unidentified)
-
-
-#: A record's whole content as one comparable value (see :func:`_with_record_key`).
-_RECORD_KEY = "_lh_record"
 
 
 def _with_record_key(rows: DataFrame, schema: T.StructType) -> DataFrame:

@@ -86,9 +86,18 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
     except StreamingQueryException as error:
         if failures:
             raise failures[0] from None
-        reason = (str(error).strip().splitlines() or ["unknown error"])[0]
-        raise StageFailedError(f"stage {stage} of pipeline {run.spec.name} failed: {reason}") from None
+        raise StageFailedError(
+            f"stage {stage} of pipeline {run.spec.name} failed: {_reason(error)}"
+        ) from None
     return done
+
+
+def _reason(error: StreamingQueryException) -> str:
+    """The first line of Spark's error, plus its ``Reason:`` line if any (Kafka's source names the
+    partition and both offsets there when a partition's offsets went backwards: a re-created topic)."""
+    lines = [line.strip() for line in str(error).strip().splitlines()] or ["unknown error"]
+    because = next((line for line in lines[1:] if line.startswith("Reason:")), None)
+    return lines[0] if because is None else f"{lines[0]} {because}"
 
 
 def _retrying_conflicts(attempt: Callable[[], BatchMetrics]) -> tuple[BatchMetrics, int]:
