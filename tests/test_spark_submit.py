@@ -62,6 +62,9 @@ def test_readme_recipe_keeps_the_submitted_master_and_confs(tmp_path: Path) -> N
     assert re.search(r"^\s*master: local\[1\]$", done.stdout, re.M), done.stdout
     assert re.search(r"^\s*shuffle partitions: 3$", done.stdout, re.M), done.stdout
     assert "OK: Spark, Delta Lake and Java work together" in done.stdout
+    # The recipe's log configuration applies: Spark's INFO lines (hundreds without it) stay out.
+    info = re.findall(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO .*$", done.stdout + done.stderr, re.M)
+    assert not info, info[:5]
 
 
 def test_submit_without_delta_is_one_line_naming_what_to_add(tmp_path: Path) -> None:
