@@ -1,18 +1,20 @@
 """Key lookups from a fresh process: delta-rs (``lakehouse.read``, the CLI's default) vs Spark (``--spark``).
 
-Run: ``flock /tmp/bench.lock .venv/bin/python bench/bench_read.py [--sizes 100000:10000,1000000:100000
---pending 1000 --repeats 3]``; writes ``bench/RESULTS_read.md``. Each size ``VERSIONS:KEYS`` is built once
-into ``bench/out/read_<versions>`` and reused: the sealed versions written in the layout a seal writes
-(``bench_versioned.bulk_store``: one append, segments by ``valid_to``), then ``--pending`` updates (some
-out of order) through ``VersionedStore.put_all``, left pending, so every lookup resolves pending rows. Each
-timed run is a new process (``lakehouse store get``), timed from outside: imports, opening the table,
-the lookup and printing, and for Spark the JVM's start. The peers run side by side, alternating.
+Run: ``.venv/bin/python bench/bench_read.py --build-only``, then ``flock /tmp/bench.lock .venv/bin/python
+bench/bench_read.py [--sizes 100000:10000,1000000:100000 --pending 1000 --repeats 3]``; writes
+``bench/RESULTS_read.md``. Each size ``VERSIONS:KEYS`` is built once into ``bench/out/read_<versions>``
+and reused: the sealed versions written in the layout a seal writes (``bench_versioned.bulk_store``: one
+append, segments by ``valid_to``), then ``--pending`` updates (some out of order) through
+``VersionedStore.put_all``, left pending, so every lookup resolves pending rows. Each timed run is a new
+process (``lakehouse store get``), timed from outside: imports, opening the table, the lookup and
+printing, and for Spark the JVM's start. The peers run side by side, alternating.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,12 +51,17 @@ def build(versions: int, keys: int, pending: int) -> str:
     return str(path)
 
 
-def lookup(path: str, key: str, spark: bool) -> tuple[float, str]:
-    """Wall seconds of ``lakehouse store get PATH KEY`` in a fresh process, and what it printed."""
+def lookup(path: str, key: str, spark: bool) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system, the process and its children: the JVM too) of ``lakehouse store
+    get PATH KEY`` in a fresh process, and what it printed."""
     command = [LAKEHOUSE, "store", "get", path, key, "--format", "csv", *(["--spark"] if spark else [])]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
-    return time.perf_counter() - start, done.stdout.strip()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, done.stdout.strip()
 
 
 def main() -> None:
@@ -62,7 +69,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000:10000,1000000:100000", help="VERSIONS:KEYS,...")
     parser.add_argument("--pending", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--build-only", action="store_true", help="build the stores (outside the bench lock)")
     args = parser.parse_args()
+    if args.build_only:
+        for size in args.sizes.split(","):
+            versions, keys = (int(x) for x in size.split(":"))
+            print(build(versions, keys, args.pending), flush=True)
+        return
     rows = []
     for size in args.sizes.split(","):
         versions, keys = (int(x) for x in size.split(":"))
@@ -73,15 +86,18 @@ def main() -> None:
             flush=True,
         )
         times: dict[str, list[float]] = {"delta-rs": [], "spark": []}
+        cpu: dict[str, list[float]] = {"delta-rs": [], "spark": []}
         answers = set()
         for _ in range(args.repeats):
             for peer in times:
-                seconds, answer = lookup(path, "42", peer == "spark")
+                seconds, cpu_seconds, answer = lookup(path, "42", peer == "spark")
                 times[peer].append(seconds)
+                cpu[peer].append(cpu_seconds)
                 answers.add(answer)
-                print(f"  {peer}: {seconds:.2f} s", flush=True)
+                print(f"  {peer}: {seconds:.2f} s wall, {cpu_seconds:.2f} s CPU", flush=True)
         assert len(answers) == 1, answers  # both peers print the same version
-        rows.append((versions, keys, {p: statistics.median(t) for p, t in times.items()}, times))
+        median = {p: statistics.median(t) for p, t in times.items()}
+        rows.append((versions, keys, median, times, {p: statistics.median(t) for p, t in cpu.items()}))
     write_results(rows, args)
 
 
@@ -96,13 +112,17 @@ def write_results(rows: list, args: argparse.Namespace) -> None:
         f"{args.repeats}); `--spark` is the Spark path. {args.pending} updates are pending in every store, "
         "so each lookup resolves them.",
         "",
-        "| versions | keys | delta-rs (s) | Spark (s) | Spark / delta-rs | runs delta-rs | runs Spark |",
-        "|---:|---:|---:|---:|---:|---|---|",
+        "CPU is user + system seconds of the process and its children (the JVM's too): what the lookup costs "
+        "the machine, whatever else runs on it.",
+        "",
+        "| versions | keys | delta-rs wall (s) | Spark wall (s) | Spark / delta-rs | delta-rs CPU (s) "
+        "| Spark CPU (s) | runs delta-rs | runs Spark |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for versions, keys, median, times in rows:
+    for versions, keys, median, times, cpu in rows:
         lines.append(
             f"| {versions:,} | {keys:,} | {median['delta-rs']:.2f} | {median['spark']:.2f} | "
-            f"{median['spark'] / median['delta-rs']:.0f}x | "
+            f"{median['spark'] / median['delta-rs']:.0f}x | {cpu['delta-rs']:.2f} | {cpu['spark']:.1f} | "
             f"{', '.join(f'{t:.2f}' for t in times['delta-rs'])} | "
             f"{', '.join(f'{t:.1f}' for t in times['spark'])} |"
         )
