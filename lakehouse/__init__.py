@@ -1,7 +1,8 @@
 """lakehouse: Kafka Streams' state semantics (KIP-889, KIP-655, KIP-441/708) on Delta Lake.
 
 The public API is what ``__all__`` lists: the state stores, the as-of join, the assignor, their results,
-the session and configuration entry points, and the errors. Everything else is internal.
+the session and configuration entry points, and the errors; and ``lakehouse.read``, the JVM-free reads
+through delta-rs (``lakehouse.read.store(path).get(key)``). Everything else is internal.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lakehouse.config import Settings, load_settings
 from lakehouse.dedup import Deduplicator, DedupStats, PurgeResult
 from lakehouse.errors import (
     ConcurrentWriteError,
+    EngineUnsupportedError,
     InvalidConfigError,
     InvalidInputError,
     JarResolutionError,
@@ -88,6 +90,7 @@ __all__ = [
     "DedupStats",
     "Deduplicator",
     "DrillReport",
+    "EngineUnsupportedError",
     "ExpireResult",
     "GraceRunResult",
     "InvalidAssignmentError",
