@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,7 +71,13 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--build-only", action="store_true", help="build the stores (outside the bench lock)")
+    parser.add_argument(
+        "--definitions", metavar="REV", help="instead: Spark on the portable definition vs the one of git REV"
+    )
     args = parser.parse_args()
+    if args.definitions:
+        compare_definitions(args)
+        return
     if args.build_only:
         for size in args.sizes.split(","):
             versions, keys = (int(x) for x in size.split(":"))
@@ -101,6 +108,65 @@ def main() -> None:
     write_results(rows, args)
 
 
+def compare_definitions(args: argparse.Namespace) -> None:
+    """In one Spark session, the largest store's versions through this definition and through the one of
+    git ``args.definitions`` (``lakehouse/versioned/pending.py`` there), alternating after a warm-up: a key
+    lookup, and every version (a count and the largest ``valid_to``, so each is resolved)."""
+    versions, keys = (int(x) for x in args.sizes.split(",")[-1].split(":"))
+    path = build(versions, keys, args.pending)
+    source = subprocess.run(
+        ["git", "show", f"{args.definitions}:lakehouse/versioned/pending.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    previous = types.ModuleType("previous_pending")
+    exec(compile(source, "previous_pending", "exec"), previous.__dict__)  # our own history
+    spark = get_spark(
+        {"spark.sql.shuffle.partitions": "4"}, load_settings("local", overrides={"log_level": "ERROR"})
+    )
+    store = VersionedStore.open(spark, path)
+    table, columns = previous.table_reference(path), store.schema.fieldNames()
+    recorded = store._log.read()
+    region = str(store._region_from(recorded.state))
+    previous_sql = previous.versions_sql(table, columns, ("k",), store.settings.interval_us, region)
+    queries = {
+        "portable": store._versions(recorded.version, recorded.state),  # what every library read uses
+        "previous": spark.sql(previous_sql),
+    }
+    reads = {
+        "key lookup": lambda frame: frame.where("k = 42").collect(),
+        "every version": lambda frame: frame.selectExpr("count(*)", "max(valid_to)").collect(),
+    }
+    timings: dict[tuple[str, str], list[float]] = {}
+    for round_ in range(args.repeats + 1):
+        for read, run in reads.items():
+            for name, frame in queries.items():
+                start = time.perf_counter()
+                run(frame)
+                if round_:  # the first round warms up
+                    timings.setdefault((read, name), []).append(time.perf_counter() - start)
+    lines = [
+        "",
+        f"## Spark: the portable definition vs the previous one (git {args.definitions})",
+        "",
+        f"`bench/bench_read.py --definitions {args.definitions}`: one Spark session, the "
+        f"{versions:,}-version store with {args.pending} pending updates, median of {args.repeats} after a "
+        f"warm-up round, alternating (load average {os.getloadavg()[0]:.1f}).",
+        "",
+        "| read | portable (s) | previous (s) |",
+        "|---|---:|---:|",
+    ]
+    for read in reads:
+        portable = statistics.median(timings[(read, "portable")])
+        before = statistics.median(timings[(read, "previous")])
+        lines.append(f"| {read} | {portable:.2f} | {before:.2f} |")
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    text = text.split("\n## Spark: the portable definition")[0].rstrip("\n") + "\n"
+    RESULTS.write_text(text + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def write_results(rows: list, args: argparse.Namespace) -> None:
     load = os.getloadavg()[0]
     lines = [
@@ -129,7 +195,10 @@ def write_results(rows: list, args: argparse.Namespace) -> None:
     if len(rows) > 1:
         first, last = rows[0][2]["delta-rs"], rows[-1][2]["delta-rs"]
         lines += ["", f"delta-rs, largest / smallest store: {last / first:.2f}x."]
-    RESULTS.write_text("\n".join(lines) + "\n")
+    kept = (
+        RESULTS.read_text().partition("\n## Spark: the portable definition")[1:] if RESULTS.exists() else ()
+    )
+    RESULTS.write_text("\n".join(lines) + "\n" + "".join(kept))
     print("\n".join(lines))
 
 
