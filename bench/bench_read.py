@@ -53,8 +53,8 @@ def build(versions: int, keys: int, pending: int) -> str:
 
 
 def lookup(path: str, key: str, spark: bool) -> tuple[float, float, str]:
-    """Wall and CPU seconds (user + system, the process and its children: the JVM too) of ``lakehouse store
-    get PATH KEY`` in a fresh process, and what it printed."""
+    """Wall and CPU seconds (user + system of the process and the children it waited for: not Spark's JVM)
+    of ``lakehouse store get PATH KEY`` in a fresh process, and what it printed."""
     command = [LAKEHOUSE, "store", "get", path, key, "--format", "csv", *(["--spark"] if spark else [])]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -178,8 +178,9 @@ def write_results(rows: list, args: argparse.Namespace) -> None:
         f"{args.repeats}); `--spark` is the Spark path. {args.pending} updates are pending in every store, "
         "so each lookup resolves them.",
         "",
-        "CPU is user + system seconds of the process and its children (the JVM's too): what the lookup costs "
-        "the machine, whatever else runs on it.",
+        "CPU is user + system seconds of the `lakehouse` process and the children it waited for: delta-rs: "
+        "the whole lookup (what it costs on an idle machine, roughly); Spark: the Python side only (the "
+        "JVM is not reaped by it, so its CPU is missing).",
         "",
         "| versions | keys | delta-rs wall (s) | Spark wall (s) | Spark / delta-rs | delta-rs CPU (s) "
         "| Spark CPU (s) | runs delta-rs | runs Spark |",
