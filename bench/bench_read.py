@@ -128,7 +128,8 @@ def compare_definitions(args: argparse.Namespace) -> None:
     store = VersionedStore.open(spark, path)
     table, columns = previous.table_reference(path), store.schema.fieldNames()
     recorded = store._log.read()
-    region = str(store._region_from(recorded.state))
+    region_from = store._region_from(recorded.state)
+    region = None if region_from is None else str(region_from)
     previous_sql = previous.versions_sql(table, columns, ("k",), store.settings.interval_us, region)
     queries = {
         "portable": store._versions(recorded.version, recorded.state),  # what every library read uses
