@@ -1,7 +1,8 @@
 """lakehouse: Kafka Streams' state semantics (KIP-889, KIP-655, KIP-441/708) on Delta Lake.
 
 The public API is what ``__all__`` lists: the state stores, the as-of join, the assignor, their results,
-the session and configuration entry points, and the errors. Everything else is internal.
+the session and configuration entry points, and the errors; and ``lakehouse.read``, the JVM-free reads
+through delta-rs (``lakehouse.read.store(path).get(key)``). Everything else is internal.
 
 Names are imported on first use (PEP 562), so ``import lakehouse.config`` or the ``lakehouse`` command's
 start does not import Spark, Delta and Great Expectations before they are needed.
@@ -49,6 +50,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "lakehouse.errors": (
         "ConcurrentWriteError",
+        "DamagedTableError",
+        "EngineUnsupportedError",
         "InvalidConfigError",
         "InvalidInputError",
         "JarResolutionError",

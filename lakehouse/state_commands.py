@@ -144,14 +144,14 @@ def _sql_local(query: str, root: str, limit: int) -> tuple[list[str], list[tuple
             else f"WITH {', '.join(views)} {statement}"
         )
     try:
-        result = run_sql(tables, f"SELECT * FROM ({statement}) AS q LIMIT {limit + 1}")
+        result = run_sql(tables, statement, max_rows=limit + 1)
     except Exception as error:  # deltalake's DeltaError: DataFusion's planning and execution errors
         message = first_line(error)
         missing = re.search(r"table '(?:[^'.]*\.)*([^'.]+)' not found", message)
         if missing:
             raise _no_such_table(missing.group(1), root, paths) from None
         raise EngineUnsupportedError(f"DataFusion cannot run it ({message})") from None
-    return result.column_names, [tuple(r.values()) for r in result.to_pylist()]
+    return result.column_names, list(zip(*(c.to_pylist() for c in result.columns), strict=True))
 
 
 def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:

@@ -69,12 +69,22 @@ def open_table(path: str, version: int | None = None) -> DeltaTable:
     return table
 
 
-def run_sql(tables: Mapping[str, DeltaTable], query: str) -> pa.Table:
-    """The result of one SQL ``query`` run by DataFusion over ``tables`` (by name), as an Arrow table."""
+def run_sql(tables: Mapping[str, DeltaTable], query: str, max_rows: int | None = None) -> pa.Table:
+    """The result of one SQL ``query`` run by DataFusion over ``tables`` (by name), as an Arrow table; with
+    ``max_rows``, its first rows only (the stream of batches is read no further)."""
     builder = QueryBuilder()
     for name, table in tables.items():
         builder = builder.register(name, table)
-    return _without_views(pa.table(builder.execute(query).read_all()))
+    reader = pa.RecordBatchReader.from_stream(builder.execute(query))
+    if max_rows is None:
+        return _without_views(reader.read_all())
+    batches, rows = [], 0
+    for batch in reader:
+        batches.append(batch)
+        rows += batch.num_rows
+        if rows >= max_rows:
+            break
+    return _without_views(pa.Table.from_batches(batches, reader.schema).slice(0, max_rows))
 
 
 def _without_views(table: pa.Table) -> pa.Table:

@@ -8,7 +8,7 @@ import functools
 from datetime import datetime
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,13 +29,18 @@ store_strategy = st.fixed_dictionaries(
         "seals": st.lists(st.booleans(), min_size=3, max_size=3),
         "retention": st.sampled_from([0, 6, 40]),
         "expire": st.booleans(),
-        "probes": st.lists(st.integers(-1, 32), min_size=2, max_size=3),
+        "probes": st.lists(st.integers(-1, 32), min_size=2, max_size=3, unique=True),
     }
 )
 
 
 @pytest.mark.slow
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=1,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs Spark jobs
+)
 @given(case=store_strategy)
 @example(  # pending versions before and after a seal, a late one inside sealed history, a tombstone, expiry
     case={
