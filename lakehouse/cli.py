@@ -332,7 +332,9 @@ def _intro(args: argparse.Namespace, settings: Settings) -> None:
         intro = f"starting Spark to run {args.stage} of pipeline {args.pipeline}"
     if intro is None:
         return
-    where = f"warehouse {warehouse_uri(settings)}, profile {profile_name(args.profile)}"
+    root = getattr(args, "root", None)  # the commands with --root act there, not on the warehouse
+    place = f"root {root}" if root else f"warehouse {warehouse_uri(settings)}"
+    where = f"{place}, profile {profile_name(args.profile)}"
     print(f"lakehouse {args.command}: {intro} ({where})", file=sys.stderr, flush=True)
 
 

@@ -39,7 +39,7 @@ def test_every_untouched_state_table_passes_its_suite(clean: tuple[dict[str, str
 def test_the_versioned_suite_checks_every_rule_and_sees_the_last_expire(
     clean: tuple[dict[str, str], QualityReport],
 ) -> None:
-    found = verdict(clean[1], "versioned_store.rates")
+    found = verdict(clean[1], "rates")
     names = [r.rule.name for r in found.results]
     assert names == [
         "unique_key_valid_from",
@@ -109,7 +109,7 @@ def test_a_store_whose_change_data_is_lost_is_checked_whole(
 
 def test_a_duplicated_active_fails(broken: tuple[dict[str, str], QualityReport]) -> None:
     extra, report = broken
-    broken_rules = failed(verdict(report, "assignment.assign.assignment"))
+    broken_rules = failed(verdict(report, "assign.assignment"))
     key = f"generation=1 task={extra['duplicated_task']}"
     assert broken_rules["one_active_per_task"] == (key,)
     assert set(broken_rules) <= {"one_active_per_task", "one_role_per_client_task"}

@@ -74,6 +74,12 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
+def _intro(command: str, root: Path) -> str:
+    """The first line the CLI prints on stderr for a read under ``--root``."""
+    doing = "reading a versioned store" if command == "store" else "reading the tables"
+    return f"lakehouse {command}: {doing} (root {root}, profile local)"
+
+
 def test_cli_reads_need_no_jvm(warehouse: Path) -> None:
     tables = _cli(warehouse, "tables")
     assert tables.returncode == 0, tables.stderr
@@ -86,7 +92,8 @@ def test_cli_reads_need_no_jvm(warehouse: Path) -> None:
     got = _cli(
         warehouse, "store", "get", "rates", "EUR", "--as-of", "2024-01-01T00:07:00", "--format", "json"
     )
-    assert got.returncode == 0 and not got.stderr, got.stderr
+    # stderr: the command's first line only (what it does, where)
+    assert got.returncode == 0 and got.stderr.splitlines() == [_intro("store", warehouse)], got.stderr
     assert json.loads(got.stdout) == {  # the late pending version at 00:05 cuts the sealed one at 00:00
         "rate": 1.11,
         "valid_from": "2024-01-01T00:05:00+00:00",
@@ -111,8 +118,9 @@ def test_unknown_table_is_one_line_naming_the_warehouse(warehouse: Path) -> None
         done = _cli(warehouse, *args)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.splitlines() == [
+            _intro(args[0], warehouse),
             f"lakehouse: error: no table 'ratez' in the warehouse {warehouse}; tables there: "
-            "assign_assignment, assign_subscriptions, rates, txn_clean, txn_index, txn_q"
+            "assign_assignment, assign_subscriptions, rates, txn_clean, txn_index, txn_q",
         ]
     empty = _cli(warehouse / "nothing", "tables")
     assert empty.stdout.strip().startswith(f"no Delta tables under {warehouse / 'nothing'}")
@@ -161,7 +169,7 @@ def test_a_table_delta_rs_cannot_read_falls_back_to_spark(
     assert main(["store", "get", path, "EUR", "--as-of", "2024-01-01T00:05:00", "--format", "csv"]) == 0
     out, err = capsys.readouterr()
     reason = f"delta-rs cannot read {path}: it uses the reader feature(s) columnMapping"
-    assert err.splitlines() == [f"lakehouse: reading with Spark: {reason}"]
+    assert err.splitlines()[1:] == [f"lakehouse: reading with Spark: {reason}"]
     assert out.splitlines()[1:] == ["1.1,2024-01-01 00:00:00+00:00,2024-01-01 00:10:00+00:00"]
 
 
