@@ -81,11 +81,11 @@ def versions_sql(
     q = _quote if dialect == "spark" else _double_quote
     segment, pending_flag, next_from = q(SEGMENT_COL), q(_PENDING_FLAG), q(_NEXT_FROM)
     key_list = ", ".join(q(k) for k in keys)
-    same_key = " AND ".join(f"p.{q(k)} = r.{q(k)}" for k in keys)
+    same_key = " AND ".join(f"_lh_p.{q(k)} = _lh_r.{q(k)}" for k in keys)
     # The resolved valid_to: the smaller of the row's own and the next valid_from of its key (NULL: none).
     valid_to = f"CASE WHEN {next_from} < valid_to OR valid_to IS NULL THEN {next_from} ELSE valid_to END"
     output = [c for c in columns if dialect == "spark" or c != SEGMENT_COL]
-    raw_columns = ", ".join(f"r.{q(c)}" for c in output)
+    raw_columns = ", ".join(f"_lh_r.{q(c)}" for c in output)
     resolved_columns = ", ".join(
         f"{valid_to} AS valid_to"
         if c == "valid_to"
@@ -95,25 +95,27 @@ def versions_sql(
         for c in output
     )
     pending = f"{segment} = {PENDING_SEGMENT}"
-    sealed = f"(r.{segment} IS NULL OR r.{segment} < {PENDING_SEGMENT})"
+    sealed = f"(_lh_r.{segment} IS NULL OR _lh_r.{segment} < {PENDING_SEGMENT})"
     # Region and pending rows (the pending segment is above every region bound).
-    near = "TRUE" if region_from is None else f"(r.{segment} IS NULL OR r.{segment} >= ({region_from}))"
-    has_pending = f"EXISTS (SELECT 1 FROM src p WHERE p.{pending} AND {same_key})"
+    near = (
+        "TRUE" if region_from is None else f"(_lh_r.{segment} IS NULL OR _lh_r.{segment} >= ({region_from}))"
+    )
+    has_pending = f"EXISTS (SELECT 1 FROM src _lh_p WHERE _lh_p.{pending} AND {same_key})"
     below = ""
     if region_from is not None:
-        below = f"SELECT {raw_columns} FROM src r WHERE {sealed} AND NOT {near}\nUNION ALL\n"
+        below = f"SELECT {raw_columns} FROM src _lh_r WHERE {sealed} AND NOT {near}\nUNION ALL\n"
     # A pending row sorts after a sealed one at the same valid_from, so the sealed one (next valid_from
     # equal to its own) is the replaced row.
     return f"""WITH src AS (SELECT * FROM {table}),
 chains AS (
-  SELECT r.*, CASE WHEN r.{pending} THEN 1 ELSE 0 END AS {pending_flag}
-  FROM src r WHERE {near} AND {has_pending}
+  SELECT _lh_r.*, CASE WHEN _lh_r.{pending} THEN 1 ELSE 0 END AS {pending_flag}
+  FROM src _lh_r WHERE {near} AND {has_pending}
 ),
 resolved AS (
   SELECT *, lead(valid_from) OVER (PARTITION BY {key_list} ORDER BY valid_from, {pending_flag}) AS {next_from}
   FROM chains
 )
-{below}SELECT {raw_columns} FROM src r WHERE {sealed} AND {near} AND NOT {has_pending}
+{below}SELECT {raw_columns} FROM src _lh_r WHERE {sealed} AND {near} AND NOT {has_pending}
 UNION ALL
 SELECT {resolved_columns} FROM resolved
 WHERE {next_from} IS NULL OR {next_from} <> valid_from"""
