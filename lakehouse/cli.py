@@ -22,7 +22,7 @@ from lakehouse.demo import demo_spec, run_demo
 from lakehouse.demo_data import DemoSize
 from lakehouse.doctor import run_doctor, run_table_doctor, versions
 from lakehouse.errors import InvalidInputError, LakehouseError, first_line
-from lakehouse.pipeline.runner import stages_of
+from lakehouse.pipeline.runner import check_continuous_options, stages_of
 from lakehouse.pipeline.spec import load_pipeline
 from lakehouse.preflight import check_spark_conf, preflight_run, require_broker
 from lakehouse.progress import progress
@@ -317,6 +317,7 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> None:
     if args.command == "run":
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
         preflight_run(spec, stages_of(args.stage, spec))
+        check_continuous_options(args)
     elif args.command == "kafka" and args.action == "produce-demo":
         require_broker(args.bootstrap_servers)
 

@@ -25,8 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse.catalog import KIND_PROPERTY
 from lakehouse.config import Settings
 from lakehouse.errors import EngineUnsupportedError, InvalidInputError, LakehouseError, first_line
-from lakehouse.pipeline import load_pipeline, run_pipeline, stage_names
+from lakehouse.pipeline import load_pipeline, stage_names
 from lakehouse.pipeline.metrics import BatchMetrics
+from lakehouse.pipeline.runner import add_continuous_options, run_as_asked
 from lakehouse.read.engine import find_local_tables, is_local, open_table, run_sql
 from lakehouse.read.store import StoreReader
 from lakehouse.read.store import store as read_store
@@ -81,7 +82,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(metrics.to_json() if args.json else metrics.describe(), flush=True)
 
     with one_line_errors(args.verbose):
-        run_pipeline(_spark(args, settings), spec, args.stage, emit)
+        run_as_asked(_spark(args, settings), spec, args.stage, args, emit)
     return 0
 
 
@@ -354,6 +355,7 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="print one JSON line per micro-batch (and per stage with nothing new) on stdout",
     )
+    add_continuous_options(run)
     run.set_defaults(run=_cmd_run)
 
     tables = commands.add_parser(

@@ -3,7 +3,9 @@
 ``spark-submit jobs/ingest.py --pipeline NAME [--config FILE] [--profile P] [--spec KEY=VALUE ...]``
 prints one JSON line of metrics per micro-batch (or per stage that had nothing new) on stdout and exits 0;
 on failure it prints one line (``<stage>: error: ...``) on stderr and exits 2 (with Spark's full error only
-with ``--verbose``).
+with ``--verbose``). With ``--continuous [--trigger 30s] [--for DURATION]`` the stage runs always on
+(:func:`~lakehouse.pipeline.runner.run_continuous`) until SIGTERM or Ctrl-C (or ``--for`` passed), then
+stops cleanly and exits 0.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from collections.abc import Sequence
 
 from lakehouse.config import load_settings
 from lakehouse.errors import LakehouseError
-from lakehouse.pipeline.runner import run_pipeline, stages_of
+from lakehouse.pipeline.runner import (
+    add_continuous_options,
+    check_continuous_options,
+    run_as_asked,
+    stages_of,
+)
 from lakehouse.pipeline.spec import load_pipeline
 from lakehouse.preflight import preflight_run
 from lakehouse.session import get_spark, warehouse_uri
@@ -29,13 +36,15 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
     parser.add_argument("--spec", action="append", type=key_value, default=[], metavar="KEY=VALUE")
     parser.add_argument("--verbose", action="store_true", help="show Spark's whole log and errors in full")
+    add_continuous_options(parser)
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.profile, args.config, {"quiet": "false"} if args.verbose else None)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
         preflight_run(spec, stages_of(stage, spec))
+        check_continuous_options(args)
         with one_line_errors(args.verbose):
-            run_pipeline(get_spark(settings=settings), spec, stage)
+            run_as_asked(get_spark(settings=settings), spec, stage, args)
     except LakehouseError as error:
         print(f"{stage}: error: {error}", file=sys.stderr)
         return 2

@@ -53,6 +53,9 @@ def ingest(run: Run) -> list[BatchMetrics]:
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
         stats = dedup.run(batch, batch_id, sink=tables.deduped)
+        version = current_version(run.spark, tables.deduped)
+        if stats.sink_rows and not stats.replay and version is not None:
+            run.freshness.ingested(batch, batch_id, spec.records_format, tables.checkpoint("ingest"), version)
         return BatchMetrics(
             spec.name,
             "ingest",
@@ -63,7 +66,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
             late=stats.late,
             replay=stats.replay,
             table=tables.deduped,
-            version=current_version(run.spark, tables.deduped),
+            version=version,
             details={
                 "redelivered": stats.forwarded - (stats.sink_rows or 0),
                 # KIP-655 replays, per record: a replayed batch id forwards each record again.
@@ -143,6 +146,7 @@ def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], Bat
             joined.frame, batch_id, {}
         )
         version, rows = rows_committed(run.spark, tables.enriched, ENRICH_APP_ID, batch_id, writer=spec.name)
+        lag = run.freshness.enriched(run.spark, tables.checkpoint("enrich"), batch_id, time.time())
         return BatchMetrics(
             spec.name,
             "enrich",
@@ -153,6 +157,8 @@ def _join_now(run: Run, store: VersionedStore) -> Callable[[DataFrame, int], Bat
             replay=version is not None and before is not None and version <= before,
             table=tables.enriched,
             version=version,
+            details={} if lag is None else {"freshness_s": lag.details()},
+            said="" if lag is None else lag.said(),
         )
 
     return handle

@@ -9,19 +9,27 @@ state tables' own batch records), so the re-run leaves every table as one uninte
 The same makes a lost race safe to retry: a micro-batch whose commit finds that another writer committed
 to its table since the batch read it (``ConcurrentWriteError``: nothing of that commit was written) is
 planned and run again against the new version, up to :data:`CONFLICT_RETRIES` times with a doubling wait.
+
+In a continuous run (:class:`Continuous`) the query is long-lived instead: ``trigger(processingTime=...)``,
+started and left running; :meth:`Continuous.stop` lets the micro-batches in flight commit, then stops it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
+from lakehouse.catalog import path_exists
 from lakehouse.errors import ConcurrentWriteError, LakehouseError
+from lakehouse.pipeline.freshness import Freshness
 from lakehouse.pipeline.metrics import BatchMetrics, Emit
 from lakehouse.pipeline.spec import PipelineSpec
 
@@ -33,18 +41,120 @@ CONFLICT_RETRIES = 3
 CONFLICT_BACKOFF_S = 1.0
 
 
+#: Seconds :meth:`Continuous.stop` waits for Spark to mark a finished micro-batch done, before stopping.
+MARK_DONE_TIMEOUT_S = 30.0
+
+
 class StageFailedError(LakehouseError, RuntimeError):
     """A stage's streaming query failed for a reason that is not a lakehouse error."""
 
 
+class StoppingError(RuntimeError):
+    """A micro-batch began after a continuous run was told to stop: it ran nothing (the next start will)."""
+
+
+class Continuous:
+    """The long-lived queries of a continuous run, and the gate that stops them between micro-batches.
+
+    Each micro-batch passes :meth:`batch`: once :meth:`stop` has begun, a micro-batch that Spark starts runs
+    nothing (it fails its query with :class:`StoppingError` before writing: its offsets are planned, so the
+    next start runs it with the same batch id and records); those already running finish and commit.
+    """
+
+    def __init__(self, spark: SparkSession, trigger: str) -> None:
+        self.spark = spark
+        self.trigger = trigger
+        self._queries: dict[str, tuple[StreamingQuery, str, list[BaseException]]] = {}
+        self._done: dict[str, int] = {}
+        self._in_flight = 0
+        self._stopping = False
+        self._changed = threading.Condition()
+
+    def started(
+        self, stage: str, query: StreamingQuery, checkpoint: str, failures: list[BaseException]
+    ) -> None:
+        """Keep ``query``, the long-lived query of ``stage`` (``failures``: what its micro-batches raised)."""
+        self._queries[stage] = (query, checkpoint, failures)
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages whose queries were started."""
+        return list(self._queries)
+
+    @contextlib.contextmanager
+    def batch(self, stage: str, batch_id: int) -> Iterator[None]:
+        """Around micro-batch ``batch_id`` of ``stage``.
+
+        Raises:
+            StoppingError: the run is stopping (the block does not run).
+        """
+        with self._changed:
+            if self._stopping:
+                raise StoppingError(f"{stage} batch {batch_id} not started: the run is stopping")
+            self._in_flight += 1
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                if ok:
+                    self._done[stage] = batch_id
+                self._changed.notify_all()
+
+    def failure(self) -> tuple[str, BaseException | StreamingQueryException] | None:
+        """The first stage whose query ended by itself, and why (a stage's own error, or Spark's)."""
+        for stage, (query, _, failures) in self._queries.items():
+            if query.isActive:
+                continue
+            real = [error for error in failures if not isinstance(error, StoppingError)]
+            if real:
+                return stage, real[0]
+            error = query.exception()
+            if error is not None and not failures:
+                return stage, error
+        return None
+
+    def stop(self) -> None:
+        """Let the micro-batches in flight commit and Spark mark them done, then stop every query; no
+        micro-batch starts meanwhile."""
+        with self._changed:
+            self._stopping = True
+            self._changed.wait_for(lambda: self._in_flight == 0)
+            done = dict(self._done)
+        for stage, (query, checkpoint, _) in self._queries.items():
+            if stage in done:
+                _await_marked_done(self.spark, query, checkpoint, done[stage])
+            query.stop()
+
+
+def _await_marked_done(spark: SparkSession, query: StreamingQuery, checkpoint: str, batch_id: int) -> None:
+    """Wait (up to :data:`MARK_DONE_TIMEOUT_S`) until Spark marked ``batch_id`` done in the query's
+    checkpoint (its ``commits`` log), so that stopping the query does not leave it to be replayed."""
+    deadline = time.monotonic() + MARK_DONE_TIMEOUT_S
+    while query.isActive and time.monotonic() < deadline:
+        if path_exists(spark, f"{checkpoint}/commits/{batch_id}"):
+            return
+        time.sleep(0.05)
+
+
 @dataclass(frozen=True)
 class Run:
-    """What every stage of one run shares."""
+    """What every stage of one run shares.
+
+    Attributes:
+        continuous: Set in a continuous run: each streaming stage starts a long-lived query there and
+            returns at once (no metrics); None: each runs over what is new and stops.
+        freshness: When the records this run ingested landed, for ``enrich``'s lag.
+    """
 
     spark: SparkSession
     spec: PipelineSpec
     emit: Emit
     after_batch: AfterBatch = lambda stage, batch_id: None
+    continuous: Continuous | None = None
+    freshness: Freshness = field(default_factory=Freshness)
 
 
 Handler = Callable[[DataFrame, int], BatchMetrics]
@@ -52,6 +162,9 @@ Handler = Callable[[DataFrame, int], BatchMetrics]
 
 def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list[BatchMetrics]:
     """Run ``handle`` on every micro-batch of ``source`` not yet done, then stop; returns their metrics.
+
+    In a continuous run, start the query with ``run.continuous``'s processing-time trigger and return at
+    once (no metrics: each micro-batch's are emitted as it commits).
 
     Raises:
         The exception ``handle`` raised (a lakehouse error stays itself), else :class:`StageFailedError`
@@ -63,8 +176,9 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
         try:
-            metrics, retries = _retrying_conflicts(lambda: handle(batch, batch_id))
-            run.after_batch(stage, batch_id)
+            with _gate(run, stage, batch_id):
+                metrics, retries = _retrying_conflicts(lambda: handle(batch, batch_id))
+                run.after_batch(stage, batch_id)
         except BaseException as error:
             failures.append(error)
             raise
@@ -74,22 +188,33 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
         done.append(metrics)
         run.emit(metrics)
 
-    query = (
+    checkpoint = run.spec.tables.checkpoint(stage)
+    writer = (
         source.writeStream.queryName(f"{run.spec.name}_{stage}")
         .foreachBatch(each_batch)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", run.spec.tables.checkpoint(stage))
-        .start()
+        .option("checkpointLocation", checkpoint)
     )
+    if run.continuous is not None:
+        query = writer.trigger(processingTime=run.continuous.trigger).start()
+        run.continuous.started(stage, query, checkpoint, failures)
+        return []
+    query = writer.trigger(availableNow=True).start()
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
         if failures:
             raise failures[0] from None
-        raise StageFailedError(
-            f"stage {stage} of pipeline {run.spec.name} failed: {_reason(error)}"
-        ) from None
+        raise failed_stage_error(run, stage, error) from None
     return done
+
+
+def _gate(run: Run, stage: str, batch_id: int) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if run.continuous is None else run.continuous.batch(stage, batch_id)
+
+
+def failed_stage_error(run: Run, stage: str, error: StreamingQueryException) -> StageFailedError:
+    """The error of ``stage``'s query failing for ``error`` (Spark's), in one line."""
+    return StageFailedError(f"stage {stage} of pipeline {run.spec.name} failed: {_reason(error)}")
 
 
 def _reason(error: StreamingQueryException) -> str:
