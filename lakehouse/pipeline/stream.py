@@ -16,18 +16,17 @@ started and left running; :meth:`Continuous.stop` lets the micro-batches in flig
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from lakehouse.catalog import path_exists
+from lakehouse.catalog import list_files, path_exists
 from lakehouse.errors import ConcurrentWriteError, LakehouseError
 from lakehouse.pipeline.freshness import Freshness
 from lakehouse.pipeline.metrics import BatchMetrics, Emit
@@ -41,8 +40,8 @@ CONFLICT_RETRIES = 3
 CONFLICT_BACKOFF_S = 1.0
 
 
-#: Seconds :meth:`Continuous.stop` waits for Spark to mark a finished micro-batch done, before stopping.
-MARK_DONE_TIMEOUT_S = 30.0
+#: Seconds :meth:`Continuous.stop` waits for the micro-batches in flight to be marked done before it stops.
+STOP_TIMEOUT_S = 600.0
 
 
 class StageFailedError(LakehouseError, RuntimeError):
@@ -56,19 +55,18 @@ class StoppingError(RuntimeError):
 class Continuous:
     """The long-lived queries of a continuous run, and the gate that stops them between micro-batches.
 
-    Each micro-batch passes :meth:`batch`: once :meth:`stop` has begun, a micro-batch that Spark starts runs
-    nothing (it fails its query with :class:`StoppingError` before writing: its offsets are planned, so the
-    next start runs it with the same batch id and records); those already running finish and commit.
+    A micro-batch is in flight from when Spark plans it (its offsets in the query's checkpoint) until Spark
+    marks it done (its ``commits`` entry). :meth:`stop` lets those in flight run and be marked done; a
+    micro-batch Spark plans after :meth:`stop` began runs nothing (:meth:`batch` fails its query with
+    :class:`StoppingError` before it writes: the next start runs it, with the same batch id and records).
     """
 
     def __init__(self, spark: SparkSession, trigger: str) -> None:
         self.spark = spark
         self.trigger = trigger
         self._queries: dict[str, tuple[StreamingQuery, str, list[BaseException]]] = {}
-        self._done: dict[str, int] = {}
-        self._in_flight = 0
-        self._stopping = False
-        self._changed = threading.Condition()
+        self._last_planned: dict[str, int] | None = None  # per stage, once stopping
+        self._lock = threading.Lock()
 
     def started(
         self, stage: str, query: StreamingQuery, checkpoint: str, failures: list[BaseException]
@@ -76,32 +74,16 @@ class Continuous:
         """Keep ``query``, the long-lived query of ``stage`` (``failures``: what its micro-batches raised)."""
         self._queries[stage] = (query, checkpoint, failures)
 
-    @property
-    def stages(self) -> list[str]:
-        """The stages whose queries were started."""
-        return list(self._queries)
-
-    @contextlib.contextmanager
-    def batch(self, stage: str, batch_id: int) -> Iterator[None]:
-        """Around micro-batch ``batch_id`` of ``stage``.
+    def batch(self, stage: str, batch_id: int) -> None:
+        """Check that micro-batch ``batch_id`` of ``stage`` may run (call it first).
 
         Raises:
-            StoppingError: the run is stopping (the block does not run).
+            StoppingError: the run is stopping and Spark planned the batch after it began.
         """
-        with self._changed:
-            if self._stopping:
-                raise StoppingError(f"{stage} batch {batch_id} not started: the run is stopping")
-            self._in_flight += 1
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            with self._changed:
-                self._in_flight -= 1
-                if ok:
-                    self._done[stage] = batch_id
-                self._changed.notify_all()
+        with self._lock:
+            last = None if self._last_planned is None else self._last_planned.get(stage, -1)
+        if last is not None and batch_id > last:
+            raise StoppingError(f"{stage} batch {batch_id} not started: the run is stopping")
 
     def failure(self) -> tuple[str, BaseException | StreamingQueryException] | None:
         """The first stage whose query ended by itself, and why (a stage's own error, or Spark's)."""
@@ -117,26 +99,29 @@ class Continuous:
         return None
 
     def stop(self) -> None:
-        """Let the micro-batches in flight commit and Spark mark them done, then stop every query; no
-        micro-batch starts meanwhile."""
-        with self._changed:
-            self._stopping = True
-            self._changed.wait_for(lambda: self._in_flight == 0)
-            done = dict(self._done)
+        """Let the micro-batches in flight run and Spark mark them done (up to :data:`STOP_TIMEOUT_S`),
+        then stop every query; no micro-batch starts meanwhile."""
+        with self._lock:
+            if self._last_planned is None:
+                self._last_planned = {
+                    stage: _last_batch(self.spark, f"{checkpoint}/offsets")
+                    for stage, (_, checkpoint, _) in self._queries.items()
+                }
+            last_planned = dict(self._last_planned)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
         for stage, (query, checkpoint, _) in self._queries.items():
-            if stage in done:
-                _await_marked_done(self.spark, query, checkpoint, done[stage])
+            planned = last_planned[stage]
+            while planned >= 0 and query.isActive and time.monotonic() < deadline:
+                if path_exists(self.spark, f"{checkpoint}/commits/{planned}"):
+                    break
+                time.sleep(0.05)
             query.stop()
 
 
-def _await_marked_done(spark: SparkSession, query: StreamingQuery, checkpoint: str, batch_id: int) -> None:
-    """Wait (up to :data:`MARK_DONE_TIMEOUT_S`) until Spark marked ``batch_id`` done in the query's
-    checkpoint (its ``commits`` log), so that stopping the query does not leave it to be replayed."""
-    deadline = time.monotonic() + MARK_DONE_TIMEOUT_S
-    while query.isActive and time.monotonic() < deadline:
-        if path_exists(spark, f"{checkpoint}/commits/{batch_id}"):
-            return
-        time.sleep(0.05)
+def _last_batch(spark: SparkSession, log: str) -> int:
+    """The highest batch id in a checkpoint's ``offsets`` or ``commits`` log (-1: none)."""
+    names = [status.getPath().getName() for status in list_files(spark, log)]
+    return max((int(name) for name in names if name.isdigit()), default=-1)
 
 
 @dataclass(frozen=True)
@@ -176,9 +161,10 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         start = time.monotonic()
         try:
-            with _gate(run, stage, batch_id):
-                metrics, retries = _retrying_conflicts(lambda: handle(batch, batch_id))
-                run.after_batch(stage, batch_id)
+            if run.continuous is not None:
+                run.continuous.batch(stage, batch_id)
+            metrics, retries = _retrying_conflicts(lambda: handle(batch, batch_id))
+            run.after_batch(stage, batch_id)
         except BaseException as error:
             failures.append(error)
             raise
@@ -206,10 +192,6 @@ def run_stream(run: Run, stage: str, source: DataFrame, handle: Handler) -> list
             raise failures[0] from None
         raise failed_stage_error(run, stage, error) from None
     return done
-
-
-def _gate(run: Run, stage: str, batch_id: int) -> contextlib.AbstractContextManager[None]:
-    return contextlib.nullcontext() if run.continuous is None else run.continuous.batch(stage, batch_id)
 
 
 def failed_stage_error(run: Run, stage: str, error: StreamingQueryException) -> StageFailedError:
