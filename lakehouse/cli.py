@@ -331,6 +331,9 @@ def _intro(args: argparse.Namespace, settings: Settings) -> None:
         intro = f"starting a Kafka broker on port {args.port} (files in {args.folder})"
     elif args.command == "run":
         intro = f"starting Spark to run {args.stage} of pipeline {args.pipeline}"
+        if args.continuous:
+            until = "until Ctrl-C or SIGTERM" if args.duration is None else f"for {args.duration}"
+            intro += f" always on, {until}"
     if intro is None:
         return
     root = getattr(args, "root", None)  # the commands with --root act there, not on the warehouse
