@@ -2,7 +2,9 @@
 
 ``spark-submit jobs/pipeline.py --pipeline NAME [--spec KEY=VALUE ...]`` runs what ``lakehouse run all``
 runs (materialize, ingest, enrich, maintain, assign — those the spec has sources or tables for): one JSON
-line of metrics per micro-batch on stdout; exit code 0, or 2 with one line on stderr.
+line of metrics per micro-batch on stdout; exit code 0, or 2 with one line on stderr. With ``--continuous
+[--trigger 30s] [--for DURATION]`` it runs them always on (long-lived queries, maintenance between their
+micro-batches) until SIGTERM or Ctrl-C to its Python process, then stops cleanly (docs/pipeline.md).
 """
 
 from __future__ import annotations

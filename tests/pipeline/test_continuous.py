@@ -69,10 +69,12 @@ def test_sigterm_mid_batch_stops_after_the_batch_commits_and_the_tables_end_as_a
         _land_first(root)
     # The first part runs scheduled, in this session: the tables exist when the child starts, so its
     # micro-batches are short, and the store is current, so each record's join does not depend on timing.
+    landed = time.time()
     first = run_pipeline(spark, _spec(signalled), "all", emit=lambda m: None)
+    since_landing = time.time() - landed + 1  # file times: to the second on some file systems
     for metrics in (m for m in first if m.stage == "enrich"):  # ingested by this run: its lag is known
         lag = metrics.details["freshness_s"]
-        assert 0 <= lag["freshest"] <= lag["stalest"] < PATIENCE_S, metrics
+        assert 0 <= lag["freshest"] <= lag["stalest"] <= since_landing, metrics
     for root in (signalled, alone):
         _land_second(root)
     run_pipeline(spark, _spec(alone), "all", emit=lambda m: None)
