@@ -42,6 +42,9 @@ ALL = "all"
 STREAMING = ("materialize", "ingest", "enrich")
 #: The trigger interval of a continuous run unless one is given.
 DEFAULT_TRIGGER = timedelta(seconds=30)
+#: A continuous run looks at what maintenance is due at most this often (and at least once per trigger
+#: interval): deciding reads the newest commits of five tables on the driver, next to the micro-batches.
+MAINTENANCE_INTERVAL = timedelta(minutes=1)
 
 
 def stages_of(stage: str, spec: PipelineSpec) -> list[str]:
@@ -100,8 +103,9 @@ def run_continuous(
     Every streaming stage (materialize, ingest, enrich) runs as a long-lived Structured Streaming query in
     this session, a micro-batch every ``trigger`` when its input has something new; a stage whose input
     does not exist yet (a landing folder nothing landed in, the tables ``enrich`` reads) starts once it
-    does. Every ``trigger``, between the queries' micro-batches (not blocking them), ``maintain`` runs the
-    maintenance that is due and ``assign`` assigns a new subscription generation if there is one; a
+    does. Every ``trigger`` or :data:`MAINTENANCE_INTERVAL`, whichever is longer, between the queries'
+    micro-batches (not blocking them), ``maintain`` runs the maintenance that is due and ``assign`` assigns
+    a new subscription generation if there is one; a
     maintenance commit that loses a race with a micro-batch's writes nothing and is due again the next
     time (a micro-batch that loses one is run again, as in a scheduled run). ``emit`` gets each
     micro-batch's metrics as it commits (from the queries' threads, one at a time) and each maintenance
@@ -127,6 +131,7 @@ def run_continuous(
     stop = stop or threading.Event()
     deadline = None if duration is None else time.monotonic() + duration.total_seconds()
     said_waiting: set[str] = set()
+    next_maintenance = time.monotonic()
     try:
         while True:
             for name in list(waiting):
@@ -136,9 +141,11 @@ def run_continuous(
                 elif name not in said_waiting:
                     said_waiting.add(name)
                     emit_one(BatchMetrics.nothing_new(spec.name, name))
-            for name in names:
-                if name not in STREAMING and not stop.is_set():
-                    _maintenance(run, name)
+            if time.monotonic() >= next_maintenance:
+                next_maintenance = time.monotonic() + max(trigger, MAINTENANCE_INTERVAL).total_seconds()
+                for name in names:
+                    if name not in STREAMING and not stop.is_set():
+                        _maintenance(run, name)
             _raise_failure(run, continuous)
             left = (
                 trigger.total_seconds()
