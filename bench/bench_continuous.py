@@ -4,12 +4,14 @@ fixed cost of a micro-batch.
 Run: ``flock /tmp/bench.lock .venv/bin/python bench/bench_continuous.py [--rates 20,80,320,1280
 --seconds 90 --trigger 5s]``; writes ``bench/RESULTS_continuous.md``.
 
-One process, the embedded session of ``make demo`` (``local[*]``: both cores). Each **probe** runs the
-pipeline always on (:func:`lakehouse.pipeline.runner.run_continuous`: materialize, ingest, enrich as
-long-lived queries, maintain and its due rules between them) on a fresh root whose store holds a rate for
-each of 10 currencies, while a lander writes one JSON file of transactions per second into the records'
-landing folder (written aside, then renamed), at the probe's rate (5% of them re-sends of a record of the
-same file), for ``--seconds``; then it waits for the pipeline to enrich every record (up to ``--drain``).
+One process, the embedded session of ``make demo`` (``local[*]``: both cores), one pipeline always on
+(:func:`lakehouse.pipeline.runner.run_continuous`: materialize, ingest, enrich as long-lived queries,
+maintain on its due rules between them) over a fresh root whose store holds a rate for each of 10
+currencies. It is warmed up first (a file of 10 records, until its rows are enriched: the first
+micro-batches create the tables). Then each **probe** lands one JSON file of transactions per second into
+the records' landing folder (written aside, then renamed) at the probe's rate (5% of them re-sends of a
+record of the same file) for ``--seconds``, and waits for the pipeline to enrich every record (up to
+``--drain``).
 
 A record's **latency** is from its file's landing (the rename) to the commit of the ``enriched`` version
 that holds its row (that commit file's modification time), read back from the table after the probe. The
@@ -17,7 +19,7 @@ probe **keeps up** when every record was enriched within the drain and the media
 the probe's last third is at most 1.5x that of its middle third plus one trigger (latency that grows with
 the time spent is a backlog). The probes run at rising rates and stop at the first that does not keep
 up; the **sustained rate** is the largest that did, and a last run at half of it gives the p50/p99
-latency. The first third of each probe is warm-up (new tables, cold JIT) and not counted.
+latency. The first third of each probe is not counted (the micro-batches adapting to the new rate).
 
 The **fixed cost of a micro-batch** comes from the slowest-rate probe (a few records per batch): per stage,
 the median seconds of its micro-batches (the stage's own work, from its metrics), and per micro-batch of
@@ -152,58 +154,84 @@ def _transactions(number: int, count: int, offset: int) -> list[dict[str, object
     return rows
 
 
-def probe(spark: SparkSession, rate: int, seconds: float, trigger: timedelta, drain: float) -> Probe:
-    """Run the pipeline always on while ``rate`` records/s land for ``seconds``; see the module doc."""
-    root = Path(tempfile.mkdtemp(prefix="bench_continuous_"))
-    result = Probe(rate)
-    try:
-        spec = _spec(root)
+class Pipeline:
+    """The pipeline always on over a fresh root, warmed up, that the probes land their files into."""
+
+    def __init__(self, spark: SparkSession, trigger: timedelta, warmup: float) -> None:
+        self.spark, self.trigger = spark, trigger
+        self.root = Path(tempfile.mkdtemp(prefix="bench_continuous_"))
+        self.spec = _spec(self.root)
+        self.metrics: list[tuple[float, BatchMetrics]] = []
+        self.next_file = 0
         start = datetime.now(UTC) - timedelta(minutes=5)
-        _land(
-            root / "landing" / "rates",
-            "r0",
-            [
-                {"currency": c, "rate": 1.0 + i, "event_time": start.isoformat(), "partition": 0, "offset": i}
-                for i, c in enumerate(CURRENCIES)
-            ],
-        )
-        stop = threading.Event()
-        result.window_ms = (int(time.time() * 1000), 0)
-        runner = threading.Thread(
+        rates = [
+            {"currency": c, "rate": 1.0 + i, "event_time": start.isoformat(), "partition": 0, "offset": i}
+            for i, c in enumerate(CURRENCIES)
+        ]
+        _land(self.root / "landing" / "rates", "r0", rates)
+        self.stop = threading.Event()
+        self.runner = threading.Thread(
             target=run_continuous,
             kwargs={
                 "spark": spark,
-                "spec": spec,
+                "spec": self.spec,
                 "trigger": trigger,
-                "emit": lambda m: result.metrics.append((time.time(), m)),
-                "stop": stop,
+                "emit": lambda m: self.metrics.append((time.time(), m)),
+                "stop": self.stop,
             },
         )
-        runner.start()
-        began = time.monotonic()
-        number = 0
-        while time.monotonic() - began < seconds:
-            landed = _land(
-                root / "landing" / "txns", f"t{number:05d}", _transactions(number, rate, number * rate)
-            )
-            result.landed[number] = (landed, rate)
-            number += 1
-            time.sleep(max(0.0, began + number - time.monotonic()))
-        deadline = time.monotonic() + drain
-        expected = _distinct_landed(spark, root)
+        self.runner.start()
+        # Warm-up: the first micro-batches create the tables and warm the JIT; not measured.
+        self.land(10)
+        if not self.wait_enriched(warmup):
+            raise RuntimeError(f"nothing enriched within the {warmup:g} s warm-up")
+
+    def land(self, count: int) -> tuple[int, float]:
+        number = self.next_file
+        self.next_file += 1
+        rows = _transactions(number, count, number * 100_000)
+        return number, _land(self.root / "landing" / "txns", f"t{number:05d}", rows)
+
+    def wait_enriched(self, seconds: float) -> bool:
+        """Wait (up to ``seconds``) until every distinct record landed so far has its enriched row."""
+        expected = _distinct_landed(self.spark, self.root)
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if _enriched_rows(spark, spec) >= expected:
-                result.drained = True
-                break
-            time.sleep(trigger.total_seconds())
-        stop.set()
-        runner.join()
-        result.window_ms = (result.window_ms[0], int(time.time() * 1000))
-        result.latencies = _latencies(spark, spec, result.landed)
-        result.commits = sum(len(list(log.glob("*.json"))) for log in Path(spec.root).glob("*/_delta_log"))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+            if _enriched_rows(self.spark, self.spec) >= expected:
+                return True
+            time.sleep(self.trigger.total_seconds())
+        return False
+
+    def close(self) -> None:
+        self.stop.set()
+        self.runner.join()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def probe(pipeline: Pipeline, rate: int, seconds: float, drain: float) -> Probe:
+    """Land ``rate`` records/s for ``seconds`` into the running ``pipeline``, then wait up to ``drain`` s
+    for every record's enriched row; see the module doc."""
+    result = Probe(rate)
+    commits_before = _commits(pipeline.spec)
+    first_metric = len(pipeline.metrics)
+    result.window_ms = (int(time.time() * 1000), 0)
+    began = time.monotonic()
+    landed = 0
+    while time.monotonic() - began < seconds:
+        number, at = pipeline.land(rate)
+        result.landed[number] = (at, rate)
+        landed += 1
+        time.sleep(max(0.0, began + landed - time.monotonic()))
+    result.drained = pipeline.wait_enriched(drain)
+    result.window_ms = (result.window_ms[0], int(time.time() * 1000))
+    result.metrics = pipeline.metrics[first_metric:]
+    result.latencies = _latencies(pipeline.spark, pipeline.spec, result.landed)
+    result.commits = _commits(pipeline.spec) - commits_before
     return result
+
+
+def _commits(spec: PipelineSpec) -> int:
+    return sum(len(list(log.glob("*.json"))) for log in Path(spec.root).glob("*/_delta_log"))
 
 
 def _distinct_landed(spark: SparkSession, root: Path) -> int:
@@ -381,6 +409,7 @@ def main() -> None:
     parser.add_argument("--rates", default="20,80,320,1280")
     parser.add_argument("--seconds", type=float, default=90)
     parser.add_argument("--drain", type=float, default=120)
+    parser.add_argument("--warmup", type=float, default=900)
     parser.add_argument("--trigger", default="5s")
     parser.add_argument("--out", default="bench/RESULTS_continuous.md")
     args = parser.parse_args()
@@ -397,14 +426,16 @@ def main() -> None:
     )
     spark.range(1).count()
     probes: list[Probe] = []
+    pipeline = Pipeline(spark, trigger, args.warmup)
     for rate in (int(r) for r in args.rates.split(",")):
-        result = probe(spark, rate, args.seconds, trigger, args.drain)
+        result = probe(pipeline, rate, args.seconds, args.drain)
         probes.append(result)
         print(f"[probe] {rate} records/s: kept up {result.keeps_up(trigger.total_seconds())}", flush=True)
         if not result.keeps_up(trigger.total_seconds()):
             break
     kept = [p.rate for p in probes if p.keeps_up(trigger.total_seconds())]
-    latency = probe(spark, max(kept) // 2, args.seconds, trigger, args.drain) if kept else None
+    latency = probe(pipeline, max(kept) // 2, args.seconds, args.drain) if kept else None
+    pipeline.close()
     floor = floor_seconds(spark, probes[0].rate * max(1, int(trigger.total_seconds())))
     spark.stop()
     jobs = read_jobs(event_log)
