@@ -315,9 +315,9 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> None:
     """Check what the command needs that is checkable without a JVM (before its first line)."""
     check_spark_conf(dict(args.conf))
     if args.command == "run":
-        spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
-        preflight_run(spec, stages_of(args.stage, spec))
         check_continuous_options(args)
+        spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
+        preflight_run(spec, stages_of(args.stage, spec), args.continuous)
     elif args.command == "kafka" and args.action == "produce-demo":
         require_broker(args.bootstrap_servers)
 

@@ -38,11 +38,13 @@ def check_spark_conf(conf: Mapping[str, str]) -> None:
             )
 
 
-def preflight_run(spec: PipelineSpec, stages: Iterable[str]) -> None:
-    """What a run of ``stages`` of ``spec`` needs that is checkable without a JVM: :func:`check_landed`,
-    and :func:`require_broker` when a stage reads a Kafka topic."""
+def preflight_run(spec: PipelineSpec, stages: Iterable[str], continuous: bool = False) -> None:
+    """What a run of ``stages`` of ``spec`` needs that is checkable without a JVM: :func:`check_landed`
+    (not for a continuous run: its stages wait for their input), and :func:`require_broker` when a stage
+    reads a Kafka topic."""
     stages = list(stages)
-    check_landed(spec, stages)
+    if not continuous:
+        check_landed(spec, stages)
     servers = kafka_servers(spec, stages)
     if servers is not None:
         require_broker(servers)

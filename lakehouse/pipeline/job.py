@@ -30,7 +30,8 @@ from lakehouse.state_commands import key_value, one_line_errors
 
 def main(stage: str, argv: Sequence[str] | None = None) -> int:
     """Run ``stage`` of the pipeline the options name; returns the exit code."""
-    parser = argparse.ArgumentParser(prog=stage, description=f"Run the {stage} stage of a pipeline once.")
+    about = f"Run the {stage} stage of a pipeline once (or always on)."
+    parser = argparse.ArgumentParser(prog=stage, description=about)
     parser.add_argument("--pipeline", required=True, help="the [pipeline.<name>] job spec of the config")
     parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
@@ -41,8 +42,8 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args.profile, args.config, {"quiet": "false"} if args.verbose else None)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
-        preflight_run(spec, stages_of(stage, spec))
         check_continuous_options(args)
+        preflight_run(spec, stages_of(stage, spec), args.continuous)
         with one_line_errors(args.verbose):
             run_as_asked(get_spark(settings=settings), spec, stage, args)
     except LakehouseError as error:
