@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
-from lakehouse.errors import InvalidInputError
 from lakehouse.pipeline import stages
 from lakehouse.pipeline.metrics import BatchMetrics, Emit
+from lakehouse.pipeline.order import ALL, ORDER, stages_of
 from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import AfterBatch, Run
 
-#: Every stage in the order ``all`` runs them: the store is current before records are joined with it.
-STAGES: dict[str, Callable[[Run], list[BatchMetrics]]] = {
-    "materialize": stages.materialize,
-    "ingest": stages.ingest,
-    "enrich": stages.enrich,
-    "maintain": stages.maintain,
-    "assign": stages.assign,
-}
-ALL = "all"
-
-
-def stages_of(stage: str, spec: PipelineSpec) -> list[str]:
-    """The stages ``stage`` names (``all``: those the spec has sources or tables for, in order).
-
-    Raises:
-        InvalidInputError: an unknown stage.
-    """
-    if stage == ALL:
-        wanted = {"materialize": bool(spec.changelog), "ingest": bool(spec.records)}
-        wanted["enrich"] = wanted["ingest"] and bool(spec.changelog)
-        return [name for name in STAGES if wanted.get(name, True)]
-    if stage not in STAGES:
-        raise InvalidInputError(f"unknown stage {stage!r}; one of {[*STAGES, ALL]}")
-    return [stage]
+#: Each stage's function, in the order ``all`` runs them (:data:`~lakehouse.pipeline.order.ORDER`).
+STAGES: dict[str, Callable[[Run], list[BatchMetrics]]] = {name: getattr(stages, name) for name in ORDER}
 
 
 def run_pipeline(
@@ -64,8 +42,3 @@ def run_pipeline(
             emit(BatchMetrics.nothing_new(spec.name, name, time.monotonic() - start))
         done += metrics
     return done
-
-
-def stage_names() -> Sequence[str]:
-    """The names ``run`` accepts."""
-    return [*STAGES, ALL]
