@@ -11,15 +11,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lakehouse.assignment.job import add_arguments, config_from_args, run_assignment
+from lakehouse.assignment.job import config_from_args, run_assignment
 from lakehouse.errors import LakehouseError
+from lakehouse.options import add_assignment_options
 from lakehouse.session import get_spark
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the options, run one assignment generation, print its summary."""
     parser = argparse.ArgumentParser(prog="assign", description=__doc__.splitlines()[0])
-    add_arguments(parser)
+    add_assignment_options(parser)
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)

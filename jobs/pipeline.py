@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from lakehouse.pipeline.job import main
-from lakehouse.pipeline.runner import ALL
+from lakehouse.pipeline.order import ALL
 
 if __name__ == "__main__":
     sys.exit(main(ALL))

@@ -10,8 +10,7 @@ start does not import Spark, Delta and Great Expectations before they are needed
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lakehouse._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -106,20 +105,5 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "default_segment_interval",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = ["__version__", *sorted(_MODULE_OF)]
-
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lakehouse' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+_names, __getattr__, __dir__ = lazy_names(__name__, globals(), _EXPORTS)
+__all__ = ["__version__", *_names]

@@ -6,7 +6,6 @@ folder, ``/`` as ``_``); the helpers reach any file system Spark reaches (local,
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -14,9 +13,8 @@ from pyspark.sql import SparkSession
 from lakehouse import delta_ops
 from lakehouse.damage import is_delta_table
 from lakehouse.errors import NotALakehouseTableError
+from lakehouse.paths import MAX_TABLE_DEPTH, table_name
 
-_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
-_MAX_DEPTH = 4
 KIND_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}kind"
 
 
@@ -60,9 +58,9 @@ def find_tables(spark: SparkSession, root: str) -> dict[str, str]:
         children = [s for s in fs.listStatus(folder) if s.isDirectory()]
         names = {c.getPath().getName() for c in children}
         if "_delta_log" in names and parts:
-            found[_NOT_IDENTIFIER.sub("_", "_".join(parts))] = str(folder.toUri())
+            found[table_name(parts)] = str(folder.toUri())
             continue
-        if len(parts) >= _MAX_DEPTH:
+        if len(parts) >= MAX_TABLE_DEPTH:
             continue
         for child in children:
             name = child.getPath().getName()

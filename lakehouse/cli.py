@@ -11,37 +11,28 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from lakehouse.assignment.job import add_arguments as add_assign_arguments
-from lakehouse.assignment.job import config_from_args, run_assignment
-from lakehouse.config import Settings, load_settings, profile_name
-from lakehouse.demo import STEPS as DEMO_STEPS
-from lakehouse.demo import demo_spec, run_demo
-from lakehouse.demo_data import DemoSize
-from lakehouse.doctor import run_doctor, run_table_doctor, versions
+from lakehouse.config import Settings, load_settings, profile_name, warehouse_uri
 from lakehouse.errors import InvalidInputError, LakehouseError, first_line
-from lakehouse.pipeline.runner import check_continuous_options, stages_of
-from lakehouse.pipeline.spec import load_pipeline
-from lakehouse.preflight import check_spark_conf, preflight_run, require_broker
-from lakehouse.progress import progress
-from lakehouse.quality import run_quality
-from lakehouse.replica.failover import generated_drill
-from lakehouse.session import get_spark, warehouse_uri
-from lakehouse.state_commands import add_commands as add_state_commands
-from lakehouse.state_commands import key_value as _key_value
+from lakehouse.options import Command, add_assignment_options, add_key_values, add_state_commands
 
-Command = Callable[[argparse.Namespace, Settings], int]
+# Parsing and the first line import nothing heavy: each command imports what it needs when it runs.
 
 
 def _cmd_version(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.doctor import versions
+
     for name, version in versions().items():
         print(f"{name}: {version}")
     return 0
 
 
 def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.doctor import run_doctor, run_table_doctor
+    from lakehouse.session import get_spark
+
     if args.table:
         return run_table_doctor(get_spark(dict(args.conf), settings), args.table)
     run_doctor(get_spark(dict(args.conf), settings))
@@ -49,23 +40,34 @@ def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.demo import STEPS, demo_spec, run_demo
+    from lakehouse.demo_data import DemoSize
+    from lakehouse.progress import progress
+    from lakehouse.session import get_spark
+
     spec = demo_spec(warehouse_uri(settings), args.root, args.config)
     if args.fresh:
         _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", True)
     spark = get_spark(dict(args.conf), settings)
     size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
-    with progress(len(DEMO_STEPS)) as bar:
+    with progress(len(STEPS)) as bar:
         run_demo(spark, spec, size, echo=bar.echo, step=bar.step)
     return 0
 
 
 def _cmd_assign(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.assignment.job import config_from_args, run_assignment
+    from lakehouse.session import get_spark
+
     for line in run_assignment(get_spark(dict(args.conf), settings), args.root, config_from_args(args)):
         print(line)
     return 0
 
 
 def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.replica.failover import generated_drill
+    from lakehouse.session import get_spark
+
     spark = get_spark(dict(args.conf), settings)
     root = args.root or f"{warehouse_uri(settings)}/failover-drill"
     generated_drill(spark, root, args.keys, args.batches)
@@ -73,6 +75,10 @@ def _cmd_failover_drill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_quality(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.progress import progress
+    from lakehouse.quality import run_quality
+    from lakehouse.session import get_spark
+
     spark = get_spark(dict(args.conf), settings)
     with progress(len(args.tables) or None) as bar:
         report = run_quality(
@@ -114,6 +120,8 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def _cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
+    from lakehouse.pipeline.spec import load_pipeline
+
     spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config)
     what = f"pipeline {spec.name!r}'s tables and checkpoints (and what else is) under {spec.root}"
     _delete(spec.root, what, args.yes)
@@ -165,7 +173,9 @@ def _cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "stop":
         print("stopped" if kafka_broker.stop_broker(args.folder) else f"no broker of {args.folder} running")
     else:
+        from lakehouse.demo_data import DemoSize
         from lakehouse.kafka_demo import produce_demo
+        from lakehouse.session import get_spark
 
         spark = get_spark(dict(args.conf), settings)
         size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
@@ -183,22 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
     parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=_key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting of the profile (repeatable)",
+    add_key_values(
+        parser, "--set", "KEY=VALUE", "override a setting of the profile (repeatable)", "overrides"
     )
-    parser.add_argument(
-        "--conf",
-        action="append",
-        type=_key_value,
-        default=[],
-        metavar="spark.KEY=VALUE",
-        help="extra Spark conf for the embedded session (repeatable)",
+    add_key_values(
+        parser, "--conf", "spark.KEY=VALUE", "extra Spark conf for the embedded session (repeatable)"
     )
     parser.add_argument(
         "--verbose",
@@ -240,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     assign = commands.add_parser(
         "assign", help="assign tasks for the latest subscriptions and write the generation to Delta"
     )
-    add_assign_arguments(assign)
+    add_assignment_options(assign)
     assign.set_defaults(run=_cmd_assign)
 
     drill = commands.add_parser(
@@ -313,8 +312,14 @@ _INTROS = {
 
 def _preflight(args: argparse.Namespace, settings: Settings) -> None:
     """Check what the command needs that is checkable without a JVM (before its first line)."""
+    from lakehouse.preflight import check_spark_conf, preflight_run, require_broker
+
     check_spark_conf(dict(args.conf))
     if args.command == "run":
+        from lakehouse.options import check_continuous_options
+        from lakehouse.pipeline.order import stages_of
+        from lakehouse.pipeline.spec import load_pipeline
+
         check_continuous_options(args)
         spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
         preflight_run(spec, stages_of(args.stage, spec), args.continuous)

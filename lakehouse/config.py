@@ -20,6 +20,7 @@ from typing import Any
 
 from lakehouse._resources import resource_dir
 from lakehouse.errors import InvalidConfigError
+from lakehouse.paths import resolve_path
 
 DEFAULT_PROFILE = "local"
 ENV_PREFIX = "LAKEHOUSE_"
@@ -235,3 +236,8 @@ def _optional_duration(key: str, raw: Any, from_text: bool) -> timedelta | None:
 
 
 _EXTRA_KINDS = {"bool": _bool, "timedelta": _duration, "timedelta | None": _optional_duration}
+
+
+def warehouse_uri(settings: Settings) -> str:
+    """The warehouse as an absolute path or URI (``s3a://...`` and other URIs are kept as they are)."""
+    return resolve_path(settings.warehouse)

@@ -11,6 +11,7 @@ built from the two runs' metrics, and the data-quality suites of the pipeline's 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,14 +22,13 @@ from lakehouse.assignment.job import DEMO_CONFIG, write_demo_subscriptions
 from lakehouse.assignment.store import AssignmentStore
 from lakehouse.demo_data import FIRST_RUN_FRACTION, DemoSize, landing_parts, rate_updates, transactions
 from lakehouse.errors import InvalidConfigError
-from lakehouse.paths import resolve_path
+from lakehouse.paths import resolve_path, table_name
 from lakehouse.pipeline import BatchMetrics, PipelineSpec, load_pipeline, run_pipeline
 from lakehouse.pipeline.sources import land_files
 from lakehouse.quality import run_quality
 from lakehouse.quality.enriched import mark_enriched
 from lakehouse.replica.demo import demo_step as replica_demo_step
 from lakehouse.summary import summary_lines
-from lakehouse.versioned.store import VersionedStore
 
 PIPELINE = "demo"
 #: The client that leaves the demo's cluster before the second run.
@@ -85,7 +85,7 @@ def run_demo(
     for line in replica_demo_step(spark, spec):
         echo(line)
     step("summary")
-    for line in summary_lines(runs, _tables(spec, assignments), _queries(spark, spec, assignments)):
+    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
         echo(line)
     step("quality")
     for line in _quality(spark, spec, assignments):
@@ -182,20 +182,27 @@ def _tables(spec: PipelineSpec, assignments: AssignmentStore) -> dict[str, str]:
     }
 
 
-def _queries(spark: SparkSession, spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
-    """SQL statements worth trying on the demo's tables (Delta path identifiers: no registration needed).
+def _queries(spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
+    """``lakehouse sql`` commands worth trying on the demo's tables, over the demo's root.
 
-    The store's query reads its versions (pending rows resolved), never its raw rows; the other tables are
-    right as raw Delta tables (append-only sinks, quarantine and assignment history)."""
+    They read without a JVM (delta-rs; ``--spark`` runs them in Spark). The store's name there is its
+    versions, pending rows resolved, never its raw rows; the other tables are right as raw Delta tables
+    (append-only sinks, quarantine and assignment history)."""
     tables, rate = spec.tables, f"{spec.join_prefix}rate"
-    versions = " ".join(VersionedStore.open(spark, tables.store).versions_sql().split())
-    return [
-        f"SELECT currency, rate, valid_from, valid_to FROM ({versions}) WHERE currency = 'EUR' "
-        "ORDER BY valid_from;",
+    root = Path(resolve_path(spec.root))
+
+    def name(table: str) -> str:
+        return table_name(Path(resolve_path(table)).relative_to(root).parts)
+
+    quarantine = name(tables.quarantine)  # ``offset`` is a keyword of DataFusion's SQL: qualified
+    statements = [
+        f"SELECT currency, rate, valid_from, valid_to FROM {name(tables.store)} WHERE currency = 'EUR' "
+        "ORDER BY valid_from",
         f"SELECT txn_id, timestamp, currency, amount, {rate}, amount * {rate} AS amount_usd "
-        f"FROM delta.`{tables.enriched}` ORDER BY timestamp LIMIT 5;",
-        f"SELECT batch_id, txn_id, offset, entry_offset FROM delta.`{tables.quarantine}` "
-        "ORDER BY batch_id, txn_id LIMIT 5;",
-        f"SELECT generation, role, count(*) FROM delta.`{assignments.assignment_path}` "
-        "GROUP BY 1, 2 ORDER BY 1, 2;",
+        f"FROM {name(tables.enriched)} ORDER BY timestamp LIMIT 5",
+        f"SELECT batch_id, txn_id, {quarantine}.offset, entry_offset FROM {quarantine} "
+        "ORDER BY batch_id, txn_id LIMIT 5",
+        f"SELECT generation, role, count(*) AS tasks FROM {name(assignments.assignment_path)} "
+        "GROUP BY generation, role ORDER BY generation, role",
     ]
+    return [f'lakehouse sql "{statement}" --root {shlex.quote(str(root))}' for statement in statements]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+#: How deep under a root tables are looked for (``lakehouse tables``): at most this many path parts.
+MAX_TABLE_DEPTH = 4
 
 
 def resolve_path(path: str) -> str:
@@ -15,3 +21,9 @@ def resolve_path(path: str) -> str:
     if "://" in path or path.startswith("file:"):
         return path
     return str(Path(path).expanduser().resolve())
+
+
+def table_name(parts: Sequence[str]) -> str:
+    """The SQL name of the table at the relative path ``parts`` under a root (``demo/store`` ->
+    ``demo_store``): the parts joined by ``_``, anything not a letter, digit or ``_`` replaced by ``_``."""
+    return _NOT_IDENTIFIER.sub("_", "_".join(parts))

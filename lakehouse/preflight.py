@@ -14,9 +14,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse.errors import InvalidInputError, KafkaBrokerError
-from lakehouse.pipeline.spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from lakehouse.pipeline.spec import PipelineSpec
 
 #: Seconds a bootstrap server has to accept a TCP connection before it counts as not answering.
 BROKER_TIMEOUT_S = 1.0

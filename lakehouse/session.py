@@ -13,9 +13,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse._jars import DELTA_COORDINATE, resolve_jars
 from lakehouse._resources import resource_dir
-from lakehouse.config import Settings, load_settings
+from lakehouse.config import Settings, load_settings, warehouse_uri
 from lakehouse.errors import SparkSetupError
-from lakehouse.paths import resolve_path
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -140,11 +139,6 @@ def embedded_conf(
         **_lakehouse_conf(settings),
         **(conf or {}),
     }
-
-
-def warehouse_uri(settings: Settings) -> str:
-    """The warehouse as an absolute path or URI (``s3a://...`` and other URIs are kept as they are)."""
-    return resolve_path(settings.warehouse)
 
 
 def _lakehouse_conf(settings: Settings) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The ``lakehouse`` subcommands over pipelines and state tables: ``run``, ``tables``, ``sql``, ``store``.
 
-Each is a small function of the parsed arguments and the settings, added to the parser by
-:func:`add_commands`. Spark errors become one line (``lakehouse: error: ...``) unless ``--verbose``.
+Each is a small function of the parsed arguments and the settings (their options:
+:func:`lakehouse.options.add_state_commands`). Spark errors become one line (``lakehouse: error: ...``) unless
+``--verbose``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse.catalog import KIND_PROPERTY
 from lakehouse.config import Settings
 from lakehouse.errors import EngineUnsupportedError, InvalidInputError, LakehouseError, first_line
-from lakehouse.pipeline import load_pipeline, stage_names
+from lakehouse.pipeline import load_pipeline
 from lakehouse.pipeline.metrics import BatchMetrics
-from lakehouse.pipeline.runner import add_continuous_options, run_as_asked
+from lakehouse.pipeline.runner import run_as_asked
 from lakehouse.read.engine import find_local_tables, is_local, open_table, run_sql
 from lakehouse.read.store import StoreReader
 from lakehouse.read.store import store as read_store
@@ -37,7 +38,6 @@ from lakehouse.versioned.records import VersionedRecord
 from lakehouse.versioned.store import VersionedStore
 
 T = TypeVar("T")
-DEFAULT_LIMIT = 100
 #: PySpark's logger of the SQL context of a failed query (pyspark.errors.exceptions.base).
 _QUERY_CONTEXT_LOGGER = "SQLQueryContextLogger"
 
@@ -75,7 +75,7 @@ def _root(args: argparse.Namespace, settings: Settings) -> str:
     return args.root or warehouse_uri(settings)
 
 
-def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config, dict(args.spec))
 
     def emit(metrics: BatchMetrics) -> None:
@@ -86,7 +86,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _cmd_tables(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_tables(args: argparse.Namespace, settings: Settings) -> int:
     root = _root(args, settings)
     infos = _jvm_free(args, lambda: describe_all_local(root), root)
     if infos is None:
@@ -100,7 +100,7 @@ def _cmd_tables(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
     root = _root(args, settings)
     found = _jvm_free(args, lambda: _sql_local(args.query, root, args.limit), root)
     if found is not None:
@@ -155,7 +155,7 @@ def _sql_local(query: str, root: str, limit: int) -> tuple[list[str], list[tuple
     return result.column_names, list(zip(*(c.to_pylist() for c in result.columns), strict=True))
 
 
-def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_store(args: argparse.Namespace, settings: Settings) -> int:
     root = _root(args, settings)
     path = _store_path(args.store, root)
     if args.action == "sql-view":
@@ -335,81 +335,3 @@ def _json_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
-
-
-def add_commands(commands: Any) -> None:
-    """Add ``run``, ``tables``, ``sql`` and ``store`` to the ``lakehouse`` subparsers."""
-    run = commands.add_parser("run", help="run a pipeline stage (or all) over the input that is new")
-    run.add_argument("stage", choices=stage_names(), help="the stage, or all of them in order")
-    run.add_argument("--pipeline", required=True, help="the [pipeline.<name>] job spec of the config")
-    run.add_argument(
-        "--spec",
-        action="append",
-        type=key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a key of the job spec (repeatable)",
-    )
-    run.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON line per micro-batch (and per stage with nothing new) on stdout",
-    )
-    add_continuous_options(run)
-    run.set_defaults(run=_cmd_run)
-
-    tables = commands.add_parser(
-        "tables", help="list every table under the warehouse with its state (no JVM for a local warehouse)"
-    )
-    tables.set_defaults(run=_cmd_tables)
-
-    sql = commands.add_parser(
-        "sql",
-        help="run one SQL query with every table under the warehouse registered (stores as their versions)",
-        description="DataFusion (delta-rs, no JVM) runs the query when it can; otherwise Spark does, saying "
-        "so in one line (e.g. for <store>_as_of(TIMESTAMP), a Spark SQL table function).",
-    )
-    sql.add_argument("query", help="the query; versioned stores also have <name>_as_of(TIMESTAMP) (Spark)")
-    sql.set_defaults(run=_cmd_sql)
-
-    store = commands.add_parser("store", help="read a versioned store: get, history, as-of, sql-view")
-    actions = store.add_subparsers(dest="action", required=True, metavar="ACTION")
-    get = actions.add_parser("get", help="the version of KEY now, or valid at --as-of (inclusive)")
-    get.add_argument("store", help="table name (see `lakehouse tables`) or path")
-    get.add_argument("key", help="the key (comma-separated for several key columns)")
-    get.add_argument("--as-of", help="ISO time (UTC unless it has an offset)")
-    history = actions.add_parser("history", help="stored versions of KEY (or every key)")
-    history.add_argument("store", help="table name (see `lakehouse tables`) or path")
-    history.add_argument("key", nargs="?", help="the key (default: every key)")
-    as_of = actions.add_parser("as-of", help="every key's version valid at TIME")
-    as_of.add_argument("store", help="table name (see `lakehouse tables`) or path")
-    as_of.add_argument("time", help="ISO time (UTC unless it has an offset)")
-    view = actions.add_parser(
-        "sql-view", help="print the SQL of the store's versions, to paste into another engine"
-    )
-    view.add_argument("store", help="table name (see `lakehouse tables`) or path")
-    view.add_argument("--root", help="folder of the tables (default: the warehouse)")
-    store.set_defaults(run=_cmd_store)
-
-    readers = (tables, sql, get, history, as_of)
-    for sub in (history, as_of):
-        sub.add_argument("--system-columns", action="store_true", help="also print segment and tombstone")
-    for parser in readers:
-        parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="rows to print")
-        parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output")
-        parser.add_argument("--spark", action="store_true", help="read with Spark, not delta-rs")
-    for parser in (run, view, *readers):
-        # The global `lakehouse --verbose` also works here (SUPPRESS keeps this one from resetting it).
-        parser.add_argument(
-            "--verbose", action="store_true", default=argparse.SUPPRESS, help="same as lakehouse --verbose"
-        )
-    for parser in readers:
-        parser.add_argument("--root", help="folder of the tables (default: the warehouse)")
-
-
-def key_value(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` of a repeatable option, split (an argparse ``type``)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()

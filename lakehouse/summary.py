@@ -1,5 +1,5 @@
 """What runs of a pipeline did, as a person reads it: per run and stage, records in and out and what was
-dropped; then where the tables are and SQL statements to try on them.
+dropped; then where the tables are and commands to try on them.
 
 :func:`summary_lines` renders the :class:`~lakehouse.pipeline.BatchMetrics` that
 :func:`~lakehouse.pipeline.run_pipeline` returned for each run (``lakehouse demo`` prints it after its runs).
@@ -18,7 +18,7 @@ _WIDTH = max(len(stage) for stage in STAGES)
 def summary_lines(
     runs: Sequence[Sequence[BatchMetrics]], tables: Mapping[str, str], queries: Iterable[str] = ()
 ) -> list[str]:
-    """The summary: one line per run and stage, then every table's location, then the queries to try.
+    """The summary: one line per run and stage, then every table's location, then the commands to try.
 
     A stage a run found nothing new for shows 0 micro-batches; ``maintain`` and ``assign`` run once per
     run and show ``-``.
@@ -33,7 +33,7 @@ def summary_lines(
     queries = list(queries)
     if queries:
         lines.append(
-            "Try (spark.sql or spark-sql; `lakehouse store sql-view` gives other engines a store's SQL):"
+            "Try (no JVM: delta-rs reads them; `lakehouse store sql-view` gives other engines a store's SQL):"
         )
         lines += [f"  {query}" for query in queries]
     return lines

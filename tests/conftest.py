@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -53,18 +56,45 @@ def retention_check_off(spark: SparkSession) -> Iterator[None]:
     spark.conf.unset(key)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """How many crash-injection points (tests/pipeline/test_crash_anywhere.py) and hostile-input cases
-    (tests/test_hostile_input.py) the run tried."""
+def _tried() -> dict[str, dict[str, int]]:
+    """What this process's crash-injection (tests/pipeline/test_crash_anywhere.py) and hostile-input
+    (tests/test_hostile_input.py) tests tried: kind -> count, per family."""
     crash = sys.modules.get("tests.pipeline.test_crash_anywhere")
-    if crash is not None and crash.POINTS:
-        terminalreporter.section("crash injection")
-        for kind, count in crash.POINTS.items():
-            terminalreporter.write_line(f"{count} injection points: {kind}, then a restart")
     hostile = sys.modules.get("tests.test_hostile_input")
-    if hostile is None or not hostile.CASES:
+    return {
+        "crash": dict(crash.POINTS) if crash is not None else {},
+        "hostile": dict(hostile.CASES) if hostile is not None else {},
+    }
+
+
+#: What the test processes of a parallel run (pytest-xdist workers) tried, merged as each one ends.
+_FROM_WORKERS: dict[str, Counter[str]] = {"crash": Counter(), "hostile": Counter()}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands what it tried to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["tried"] = json.dumps(_tried())
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of a parallel run merges what a worker that ended tried."""
+    for family, counts in json.loads(node.workeroutput.get("tried", "{}")).items():
+        _FROM_WORKERS[family].update(counts)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many crash-injection points and hostile-input cases the run tried (in every test process)."""
+    tried = _tried()
+    crash = _FROM_WORKERS["crash"] + Counter(tried["crash"])
+    cases = _FROM_WORKERS["hostile"] + Counter(tried["hostile"])
+    if crash:
+        terminalreporter.section("crash injection")
+        for kind, count in crash.items():
+            terminalreporter.write_line(f"{count} injection points: {kind}, then a restart")
+    if not cases:
         return
-    cases = hostile.CASES
     terminalreporter.section("hostile input")
     refused = sum(n for name, n in cases.items() if name.startswith("refused"))
     terminalreporter.write_line(

@@ -135,3 +135,23 @@ def test_verbose_works_before_and_after_the_command(tmp_path: Path) -> None:
     assert parser.parse_args(["--verbose", "tables"]).verbose
     assert parser.parse_args(["tables", "--verbose"]).verbose
     assert not parser.parse_args(["tables"]).verbose
+
+
+def test_every_command_parses_its_arguments_without_importing_spark_or_arrow() -> None:
+    """The first line comes before the heavy imports: parsing any command's arguments (and the settings)
+    imports no Spark, Delta, pyarrow, delta-rs or Great Expectations (structural, not timed)."""
+    probe = """
+import sys
+from lakehouse.cli import build_parser
+from lakehouse.config import load_settings
+for argv in (["tables"], ["store", "get", "s", "k"], ["run", "all", "--pipeline", "demo"], ["demo"],
+             ["quality"], ["assign", "--root", "x"], ["failover-drill"], ["kafka", "start"], ["doctor"]):
+    build_parser().parse_args(argv)
+load_settings("local")
+heavy = ("pyspark", "py4j", "delta", "pyarrow", "deltalake", "great_expectations", "pandas")
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -213,16 +213,6 @@ def write_demo_subscriptions(
 
 
 # ---------------------------------------------------------------------- command line
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job's options (shared by ``jobs/assign.py`` and the CLI)."""
-    parser.add_argument("--root", required=True, help="folder of the assignment store's tables")
-    parser.add_argument("--standbys", type=int, help="num_standby_replicas (creates/checks the store)")
-    parser.add_argument("--acceptable-recovery-lag", type=int, default=10_000)
-    parser.add_argument("--max-warmup-replicas", type=int, default=2)
-    parser.add_argument("--probing-interval-minutes", type=float, default=10.0)
-    parser.add_argument("--tags", default="", help="rack-aware tag keys, highest precedence first: zone,rack")
-
-
 def config_from_args(args: argparse.Namespace) -> AssignmentConfig | None:
     """The configuration the options give, or None (open the store as it is) without ``--standbys``."""
     if args.standbys is None:

@@ -16,16 +16,13 @@ from collections.abc import Sequence
 
 from lakehouse.config import load_settings
 from lakehouse.errors import LakehouseError
-from lakehouse.pipeline.runner import (
-    add_continuous_options,
-    check_continuous_options,
-    run_as_asked,
-    stages_of,
-)
+from lakehouse.options import add_continuous_options, add_key_values, check_continuous_options
+from lakehouse.pipeline.order import stages_of
+from lakehouse.pipeline.runner import run_as_asked
 from lakehouse.pipeline.spec import load_pipeline
 from lakehouse.preflight import preflight_run
 from lakehouse.session import get_spark, warehouse_uri
-from lakehouse.state_commands import key_value, one_line_errors
+from lakehouse.state_commands import one_line_errors
 
 
 def main(stage: str, argv: Sequence[str] | None = None) -> int:
@@ -35,7 +32,7 @@ def main(stage: str, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pipeline", required=True, help="the [pipeline.<name>] job spec of the config")
     parser.add_argument("--config", help="TOML configuration file (default: conf/lakehouse.toml)")
     parser.add_argument("--profile", help="configuration profile (default: $LAKEHOUSE_PROFILE or 'local')")
-    parser.add_argument("--spec", action="append", type=key_value, default=[], metavar="KEY=VALUE")
+    add_key_values(parser, "--spec", "KEY=VALUE", "override a key of the job spec (repeatable)")
     parser.add_argument("--verbose", action="store_true", help="show Spark's whole log and errors in full")
     add_continuous_options(parser)
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ import argparse
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -22,44 +22,21 @@ from pyspark.sql import SparkSession
 
 from lakehouse.catalog import path_exists
 from lakehouse.commit_log import CONFLICTS
-from lakehouse.config import parse_duration
-from lakehouse.errors import ConcurrentWriteError, InvalidConfigError, InvalidInputError
+from lakehouse.errors import ConcurrentWriteError
+from lakehouse.options import DEFAULT_TRIGGER, check_continuous_options
 from lakehouse.pipeline import stages
 from lakehouse.pipeline.metrics import BatchMetrics, Emit
+from lakehouse.pipeline.order import ALL, ORDER, stages_of
 from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import AfterBatch, Continuous, Run, failed_stage_error
 
-#: Every stage in the order ``all`` runs them: the store is current before records are joined with it.
-STAGES: dict[str, Callable[[Run], list[BatchMetrics]]] = {
-    "materialize": stages.materialize,
-    "ingest": stages.ingest,
-    "enrich": stages.enrich,
-    "maintain": stages.maintain,
-    "assign": stages.assign,
-}
-ALL = "all"
+#: Each stage's function, in the order ``all`` runs them (:data:`~lakehouse.pipeline.order.ORDER`).
+STAGES: dict[str, Callable[[Run], list[BatchMetrics]]] = {name: getattr(stages, name) for name in ORDER}
 #: The stages that are streaming queries (long-lived in a continuous run); the others run between them.
 STREAMING = ("materialize", "ingest", "enrich")
-#: The trigger interval of a continuous run unless one is given.
-DEFAULT_TRIGGER = timedelta(seconds=30)
 #: A continuous run looks at what maintenance is due at most this often (and at least once per trigger
 #: interval): deciding reads the newest commits of five tables on the driver, next to the micro-batches.
 MAINTENANCE_INTERVAL = timedelta(minutes=1)
-
-
-def stages_of(stage: str, spec: PipelineSpec) -> list[str]:
-    """The stages ``stage`` names (``all``: those the spec has sources or tables for, in order).
-
-    Raises:
-        InvalidInputError: an unknown stage.
-    """
-    if stage == ALL:
-        wanted = {"materialize": bool(spec.changelog), "ingest": bool(spec.records)}
-        wanted["enrich"] = wanted["ingest"] and bool(spec.changelog)
-        return [name for name in STAGES if wanted.get(name, True)]
-    if stage not in STAGES:
-        raise InvalidInputError(f"unknown stage {stage!r}; one of {[*STAGES, ALL]}")
-    return [stage]
 
 
 def run_pipeline(
@@ -208,49 +185,6 @@ def _raise_failure(run: Run, continuous: Continuous) -> None:
     raise error
 
 
-def add_continuous_options(parser: argparse.ArgumentParser) -> None:
-    """``--continuous``, ``--trigger`` and ``--for``: the options of ``lakehouse run`` and of the jobs."""
-    parser.add_argument(
-        "--continuous",
-        action="store_true",
-        help="run always on: each streaming stage a long-lived query, maintenance between its micro-batches, "
-        "until SIGTERM or Ctrl-C (the micro-batches in flight commit first)",
-    )
-    parser.add_argument(
-        "--trigger",
-        type=_duration("--trigger"),
-        metavar="DURATION",
-        help="with --continuous: a micro-batch every DURATION when there is new input (default 30s)",
-    )
-    parser.add_argument(
-        "--for",
-        dest="duration",
-        type=_duration("--for"),
-        metavar="DURATION",
-        help="with --continuous: stop (cleanly) after DURATION, e.g. 10m",
-    )
-
-
-def _duration(option: str) -> Callable[[str], timedelta]:
-    def parse(text: str) -> timedelta:
-        try:
-            return parse_duration(option, text)
-        except InvalidConfigError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return parse
-
-
-def check_continuous_options(args: argparse.Namespace) -> None:
-    """Check the options of :func:`add_continuous_options` (before Spark starts).
-
-    Raises:
-        InvalidInputError: ``--trigger`` or ``--for`` without ``--continuous``.
-    """
-    if not args.continuous and (args.trigger is not None or args.duration is not None):
-        raise InvalidInputError("--trigger and --for go with --continuous")
-
-
 def run_as_asked(
     spark: SparkSession, spec: PipelineSpec, stage: str, args: argparse.Namespace, emit: Emit | None = None
 ) -> None:
@@ -284,8 +218,3 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def stage_names() -> Sequence[str]:
-    """The names ``run`` accepts."""
-    return [*STAGES, ALL]

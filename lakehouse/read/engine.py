@@ -10,7 +10,6 @@ Spark instead. Never a wrong answer.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
@@ -20,6 +19,7 @@ from deltalake import DeltaTable, QueryBuilder
 
 from lakehouse.commit_log import recorded_state
 from lakehouse.errors import EngineUnsupportedError
+from lakehouse.paths import MAX_TABLE_DEPTH, table_name
 
 #: Reader features the JVM-free path reads and is tested on (``tests/read``): deletion vectors (every
 #: store's seals write them) and timestamps without a zone. Column mapping and every other feature go to
@@ -27,8 +27,6 @@ from lakehouse.errors import EngineUnsupportedError
 READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 #: Protocol reader versions: 1 (no features), 3 (table features). Version 2 is column mapping.
 _READER_VERSIONS = (1, 3)
-_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
-_MAX_DEPTH = 4
 _RECENT_COMMITS = 20
 
 
@@ -109,9 +107,9 @@ def find_local_tables(root: str) -> dict[str, str]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         if parts and any(c.name == "_delta_log" for c in children):
-            found[_NOT_IDENTIFIER.sub("_", "_".join(parts))] = folder
+            found[table_name(parts)] = folder
             continue
-        if len(parts) >= _MAX_DEPTH:
+        if len(parts) >= MAX_TABLE_DEPTH:
             continue
         for child in children:
             if not child.name.startswith(("_", ".")) and "=" not in child.name:

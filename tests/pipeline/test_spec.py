@@ -9,7 +9,7 @@ from lakehouse.config import load_settings
 from lakehouse.errors import InvalidConfigError
 from lakehouse.pipeline import load_pipeline, spec_from_values
 from lakehouse.pipeline.job import main as job_main
-from lakehouse.pipeline.runner import stages_of
+from lakehouse.pipeline.order import stages_of
 
 
 def test_spec_types_durations_lists_and_defaults(tmp_path: Path) -> None:
