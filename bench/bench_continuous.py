@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from delta.tables import DeltaTable
 from pipeline_floor import _enrich, _ingest, _materialize
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -171,6 +172,7 @@ class Pipeline:
         _land(self.root / "landing" / "rates", "r0", rates)
         self.stop = threading.Event()
         self.runner = threading.Thread(
+            daemon=True,  # a failed bench does not wait for it
             target=run_continuous,
             kwargs={
                 "spark": spark,
@@ -245,10 +247,9 @@ def _distinct_landed(spark: SparkSession, root: Path) -> int:
 
 
 def _enriched_rows(spark: SparkSession, spec: PipelineSpec) -> int:
-    path = Path(spec.tables.enriched)
-    if not (path / "_delta_log").is_dir():
+    if not DeltaTable.isDeltaTable(spark, spec.tables.enriched):
         return 0
-    return spark.read.format("delta").load(str(path)).count()
+    return spark.read.format("delta").load(spec.tables.enriched).count()
 
 
 def _latencies(
