@@ -290,17 +290,20 @@ def floor_seconds(spark: SparkSession, records: int, repeats: int = 5) -> dict[s
     try:
         times: dict[str, list[float]] = defaultdict(list)
         for batch_id in range(repeats + 1):  # the first creates the tables: not counted
-            txns = spark.createDataFrame(_transactions(batch_id, records, batch_id * records), RECORDS_DDL)
+            rows = _transactions(batch_id, records, batch_id * records)
+            for row in rows:
+                row["timestamp"] = datetime.fromisoformat(str(row["timestamp"]))
+            txns = spark.createDataFrame(rows, RECORDS_DDL)
             rates = spark.createDataFrame(
                 [(CURRENCIES[batch_id % 10], 1.0, datetime.now(UTC), 0, batch_id)], RATES_DDL
             )
-            new = spark.read.format("delta").load(f"{root}/deduped")
             for name, handle, batch in (
                 ("materialize", _materialize(str(root)), rates),
                 ("ingest", _ingest(spark, str(root)), txns),
                 ("enrich", _enrich(spark, str(root)), None),
             ):
                 if batch is None:  # enrich: the records this batch's ingest added
+                    new = spark.read.format("delta").load(f"{root}/deduped")
                     batch = new.where(F.col("txn_id").startswith(f"f{batch_id}-"))
                 started = time.perf_counter()
                 handle(batch, batch_id)
