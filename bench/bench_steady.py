@@ -12,9 +12,12 @@ re-sent) and running the pipeline on it, three ways side by side in one process 
 three in turn, so load drifts hit all of them):
 
 - **nightly**: the README's schedule, every stage every cycle but ``maintain`` (nightly: 288 cycles apart,
-  so never within the run);
+  so never within the run), and no batch sealing the store (``seal_pending_percent = 0``: the store as it
+  was before its seal policy);
+- **nightly + seal policy**: the same schedule, the store sealed by the ``materialize`` batch that leaves
+  ``seal_pending_percent`` (default 10) pending rows per 100 live keys (:mod:`lakehouse.versioned.policy`);
 - **every cycle**: every stage, ``maintain`` included (it seals once ``seal_min_rows`` rows are pending,
-  compacts tables of many new files, ...: :mod:`lakehouse.pipeline.due`);
+  compacts tables of many new files, ...: :mod:`lakehouse.pipeline.due`), no batch sealing;
 - **floor**: the bare Spark + Delta floor of issue 14 (:mod:`pipeline_floor`) on the same files.
 
 The two lakehouse schedules run the demo pipeline's own spec and stages
@@ -33,7 +36,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -62,8 +65,14 @@ RATE_PARTITIONS = 2
 TXN_PARTITIONS = 3
 #: A re-send arrives at most this many transaction slots after its original.
 _MAX_LAG_SLOTS = 50
-#: Contenders, in the order each cycle runs them: whether maintain runs every cycle (None: the floor).
-CONTENDERS = {"nightly": False, "every cycle": True, "floor": None}
+#: Contenders, in the order each cycle runs them: whether maintain runs every cycle (None: the floor), and
+#: the spec's ``seal_pending_percent`` (None: the spec's default).
+CONTENDERS = {
+    "nightly": (False, 0),
+    "nightly + seal policy": (False, None),
+    "every cycle": (True, 0),
+    "floor": (None, 0),
+}
 SEED = 36
 
 
@@ -213,8 +222,10 @@ def table_sizes(spark: SparkSession, root: str) -> tuple[int, int]:
 def run(spark: SparkSession, sizes: Sizes, cycles: int, root: str, on_cycle) -> list[Contender]:
     warehouse = warehouse_uri(load_settings())
     contenders = []
-    for name, maintain in CONTENDERS.items():
-        spec = demo_spec(warehouse, f"{root}/{name.replace(' ', '_')}")
+    for name, (maintain, percent) in CONTENDERS.items():
+        spec = demo_spec(warehouse, f"{root}/{name.replace(' ', '_').replace('+', 'and')}")
+        if percent is not None:
+            spec = replace(spec, seal_pending_percent=percent)
         assignments = (
             None if maintain is None else AssignmentStore.create(spark, spec.assignment_root, DEMO_CONFIG)
         )
@@ -225,7 +236,7 @@ def run(spark: SparkSession, sizes: Sizes, cycles: int, root: str, on_cycle) -> 
     initial = (cycle_transactions(spark, sizes, 0), initial_rates(spark, sizes.keys))
     for contender in contenders:
         land_part(contender.spec, 0, initial)
-        if CONTENDERS[contender.name] is None:
+        if _maintain(contender) is None:
             floor_run(spark, contender.spec, contender.spec.root, 1)
         else:
             lakehouse_cycle(spark, contender, 1, maintain=False)
@@ -236,7 +247,7 @@ def run(spark: SparkSession, sizes: Sizes, cycles: int, root: str, on_cycle) -> 
         for contender in contenders:
             land_part(contender.spec, cycle, part)
         for contender in contenders:
-            maintain = CONTENDERS[contender.name]
+            maintain = _maintain(contender)
             load = os.getloadavg()[0]
             if maintain is None:
                 steps = floor_run(spark, contender.spec, contender.spec.root, cycle + 1)
@@ -249,12 +260,16 @@ def run(spark: SparkSession, sizes: Sizes, cycles: int, root: str, on_cycle) -> 
         print(
             f"[steady] cycle {cycle}: "
             + ", ".join(f"{c.name} {c.cycles[-1].seconds:.1f} s" for c in contenders)
-            + f" (pending {contenders[0].cycles[-1].pending_rows:,} / "
-            f"{contenders[1].cycles[-1].pending_rows:,}; load {os.getloadavg()[0]:.1f})",
+            + f" (pending {' / '.join(f'{c.cycles[-1].pending_rows:,}' for c in contenders[:-1])}; "
+            f"load {os.getloadavg()[0]:.1f})",
             flush=True,
         )
         on_cycle(contenders)
     return contenders
+
+
+def _maintain(contender: Contender) -> bool | None:
+    return CONTENDERS[contender.name][0]
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -269,7 +284,7 @@ def tenths(cycles: list[Cycle], warmup: int) -> tuple[float, float, int]:
 
 
 def report(contenders: list[Contender], sizes: Sizes, warmup: int, plot: str | None) -> list[str]:
-    floor = next(c for c in contenders if CONTENDERS[c.name] is None)
+    floor = next(c for c in contenders if _maintain(c) is None)
     done = min(len(c.cycles) for c in contenders)
     lines = [
         f"Store: {sizes.keys:,} live keys; per cycle (5 minutes of data): {sizes.rate_updates:,} rate "
@@ -335,7 +350,7 @@ def draw(contenders: list[Contender], path: str) -> bool:
     for contender in contenders:
         numbers = [c.number for c in contender.cycles]
         seconds.plot(numbers, [c.seconds for c in contender.cycles], marker=".", label=contender.name)
-        if CONTENDERS[contender.name] is not None:
+        if _maintain(contender) is not None:
             pending.plot(numbers, [c.pending_rows for c in contender.cycles], label=contender.name)
         log.plot(numbers, [c.log_bytes / 1e6 for c in contender.cycles], label=contender.name)
     seconds.set_ylabel("cycle wall clock (s)")
