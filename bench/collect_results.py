@@ -10,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 BENCH = Path(__file__).parent
-FEATURES = ("versioned", "dedup", "asof", "assignment", "replica", "quality", "pipeline")  # 3-6, 13-15, 18
+FEATURES = (
+    "versioned",
+    "dedup",
+    "asof",
+    "assignment",
+    "replica",
+    "quality",
+    "pipeline",
+    "steady",
+)  # 3-6, 13-15, 18, 36
 HEADER = """# Benchmark results
 
 Collected by `bench/collect_results.py` from the `RESULTS_<feature>.md` file each benchmark writes
