@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 BENCH = Path(__file__).parent
-#: Issues 3-6, 13-15, 18 and 34.
-FEATURES = ("versioned", "dedup", "asof", "assignment", "replica", "quality", "pipeline", "read")
+#: Issues 3-6, 13-15, 18, 34 and 36.
+FEATURES = ("versioned", "dedup", "asof", "assignment", "replica", "quality", "pipeline", "read", "steady")
 HEADER = """# Benchmark results
 
 Collected by `bench/collect_results.py` from the `RESULTS_<feature>.md` file each benchmark writes

@@ -64,6 +64,9 @@ class PipelineSpec:
             its last seal wrote this many rows into its pending partition (1 = whenever versions are
             pending). A seal reads and rewrites the sealed versions of the pending keys, however few rows
             are pending; until then reads resolve the pending rows themselves (same answers).
+        seal_pending_percent: ``materialize`` seals the store after a batch once its pending rows reach
+            this percentage of its live keys (and 10 000; :class:`~lakehouse.versioned.policy.SealPolicy`),
+            so reads stay bounded whatever schedule runs ``maintain``; 0 = only ``maintain`` seals.
         optimize_min_files: ``maintain`` compacts a table (``OPTIMIZE``) once the commits since its last
             OPTIMIZE added this many files (0 = never).
         vacuum_interval: ``maintain`` VACUUMs the store at most once per this interval (and only once the
@@ -98,6 +101,7 @@ class PipelineSpec:
     join_prefix: str = ""
     grace: timedelta | None = None
     seal_min_rows: int = 50_000
+    seal_pending_percent: int = 10
     optimize_min_files: int = 16
     vacuum_interval: timedelta = timedelta(days=1)
     assignment_root: str = ""
@@ -115,6 +119,8 @@ class PipelineSpec:
                 raise InvalidConfigError(key, f"must be >= 0, got {getattr(self, key)}")
         if self.seal_min_rows < 1:
             raise InvalidConfigError("seal_min_rows", f"must be >= 1, got {self.seal_min_rows}")
+        if self.seal_pending_percent < 0:
+            raise InvalidConfigError("seal_pending_percent", f"must be >= 0, got {self.seal_pending_percent}")
         if self.optimize_min_files < 0:
             raise InvalidConfigError("optimize_min_files", f"must be >= 0, got {self.optimize_min_files}")
         if self.vacuum_interval < timedelta(0):

@@ -32,6 +32,7 @@ from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import Run, run_stream
 from lakehouse.replica.registry import file_retention_hours
+from lakehouse.versioned.policy import SealPolicy
 from lakehouse.versioned.records import PutAllResult
 from lakehouse.versioned.store import VersionedStore
 
@@ -97,7 +98,8 @@ def materialize(run: Run) -> list[BatchMetrics]:
             replay=result.replayed,
             table=tables.store,
             version=current_version(run.spark, tables.store),
-            details={"stream_time": str(result.stream_time)},
+            details={"stream_time": str(result.stream_time)}
+            | ({} if result.sealed_rows is None else {"sealed_rows": result.sealed_rows}),
         )
 
     return run_stream(run, "materialize", source, handle)
@@ -105,10 +107,18 @@ def materialize(run: Run) -> list[BatchMetrics]:
 
 def changelog_store(spec: PipelineSpec, path: str, changelog: DataFrame) -> VersionedStore:
     """The versioned store at ``path`` of ``spec``'s ``changelog`` (created with the spec's settings, or
-    opened if it exists with them), written by the pipeline (its batch ids are the pipeline's own)."""
+    opened if it exists with them), written by the pipeline (its batch ids are the pipeline's own) and
+    sealed by its batches as ``seal_pending_percent`` says."""
     schema = changelog.select(*spec.store_key, *spec.store_values).schema
+    percent = spec.seal_pending_percent
     return VersionedStore.create(
-        changelog.sparkSession, path, spec.store_key, schema, spec.history_retention, writer=spec.name
+        changelog.sparkSession,
+        path,
+        spec.store_key,
+        schema,
+        spec.history_retention,
+        writer=spec.name,
+        seal_policy=SealPolicy(pending_per_live_key=percent / 100) if percent else None,
     )
 
 

@@ -1,5 +1,6 @@
 """Versioned key-value stores (KIP-889) as Delta tables partitioned by validTo segment."""
 
+from lakehouse.versioned.policy import SealPolicy
 from lakehouse.versioned.records import (
     ExpireResult,
     PutAllResult,
@@ -16,6 +17,7 @@ __all__ = [
     "PutAllResult",
     "PutResult",
     "PutStatus",
+    "SealPolicy",
     "SealResult",
     "VersionedRecord",
     "VersionedStore",

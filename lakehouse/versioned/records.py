@@ -41,7 +41,8 @@ class PutAllResult:
     """Outcome of one :meth:`VersionedStore.put_all` batch.
 
     ``replayed`` is True when ``batch_id`` had been committed before: nothing was written and the counts
-    are those recorded by the original commit.
+    are those recorded by the original commit. ``sealed_rows`` is set when the batch then sealed the store
+    (its seal policy was due): the rows that seal wrote (:class:`SealResult`).
     """
 
     batch_id: int | None
@@ -50,6 +51,7 @@ class PutAllResult:
     rows_written: int
     stream_time: datetime | None
     replayed: bool = False
+    sealed_rows: int | None = None
 
 
 @dataclass(frozen=True)

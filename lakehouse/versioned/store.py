@@ -35,7 +35,7 @@ run concurrently (snapshot isolation).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -56,7 +56,7 @@ from lakehouse.commit_log import (
     commit_metrics,
     require_writer_name,
 )
-from lakehouse.errors import InvalidInputError, LakehouseInternalError, first_line
+from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import ORDER_COL, require_order_columns
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import require_columns
@@ -69,6 +69,7 @@ from lakehouse.versioned.pending import (
     table_reference,
     versions_sql,
 )
+from lakehouse.versioned.policy import SealPolicy
 from lakehouse.versioned.records import (
     ExpireResult,
     PutAllResult,
@@ -97,8 +98,24 @@ _STREAM_TIME = "stream_time_us"
 _PENDING_WRITES = "pending_writes"
 _SEALED_WRITES = "sealed_writes"
 _SEAL_STREAM_TIME = "seal_stream_time_us"
+# The seal policy's counters (grow-only too): the records batches accepted into the pending partition, that
+# count at the newest seal, and the rows of the latest-version partition the newest seal read (live keys:
+# a key never leaves that partition, so the count never shrinks).
+_PENDING_ROWS = "pending_rows"
+_SEALED_ROWS = "sealed_rows"
+_LIVE_KEYS = "live_keys"
 #: Commit metadata fields that make up a store's state (replicas copy them).
-STATE_FIELDS = (_STREAM_TIME, _PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
+STATE_FIELDS = (
+    _STREAM_TIME,
+    _PENDING_WRITES,
+    _SEALED_WRITES,
+    _SEAL_STREAM_TIME,
+    _PENDING_ROWS,
+    _SEALED_ROWS,
+    _LIVE_KEYS,
+)
+#: The policy a store handle seals by unless told otherwise (:mod:`lakehouse.versioned.policy`).
+DEFAULT_SEAL_POLICY = SealPolicy()
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
 # A seal's MERGE source flag: the row deletes the pending row of its version.
 _UNPEND = "_lh_unpend"
@@ -120,11 +137,13 @@ class VersionedStore:
         settings: StoreSettings,
         schema: T.StructType,
         writer: str | None = None,
+        seal_policy: SealPolicy | None = DEFAULT_SEAL_POLICY,
     ) -> None:
         self.spark = spark
         self.path = path
         self.settings = settings
         self.schema = schema
+        self.seal_policy = seal_policy
         self._writable = False
         self._log = CommitLog(spark, path, APP_ID, STATE_FIELDS, writer, fenced=True)
 
@@ -142,6 +161,7 @@ class VersionedStore:
         deletion_vectors: bool = True,
         *,
         writer: str | None = None,
+        seal_policy: SealPolicy | None = DEFAULT_SEAL_POLICY,
     ) -> VersionedStore:
         """Create the store's Delta table at ``path`` (or open it if it exists with the same settings).
 
@@ -158,6 +178,7 @@ class VersionedStore:
             deletion_vectors: Let each batch's MERGE mark replaced rows in deletion vectors instead of
                 rewriting every file it touches (``delta.enableDeletionVectors``; readers need Delta 2.3+).
             writer: The job writing batches through this handle (see :meth:`open`).
+            seal_policy: When this handle's ``put_all`` seals after its batch (see :meth:`open`).
 
         Raises:
             InvalidInputError: a negative retention, a segment interval under 1 ms, an unsafe
@@ -190,10 +211,17 @@ class VersionedStore:
             properties=properties,
             created_with=delta_ops.CHANGE_FEED,
         )
-        return cls(spark, path, settings, full_schema, writer)
+        return cls(spark, path, settings, full_schema, writer, seal_policy)
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str, *, writer: str | None = None) -> VersionedStore:
+    def open(
+        cls,
+        spark: SparkSession,
+        path: str,
+        *,
+        writer: str | None = None,
+        seal_policy: SealPolicy | None = DEFAULT_SEAL_POLICY,
+    ) -> VersionedStore:
         """Open an existing store; its settings are read back from the table's properties.
 
         Args:
@@ -201,6 +229,9 @@ class VersionedStore:
                 counted per writer, so jobs that write one store with their own batch ids never take each
                 other's batches for replays; stream time and retention are the store's, whoever advanced
                 them. Default: the unnamed writer (one job per store).
+            seal_policy: When a ``put_all`` batch through this handle seals the store right after its commit
+                (:class:`~lakehouse.versioned.policy.SealPolicy`: pending rows relative to live keys, so
+                reads stay bounded whatever schedule runs :meth:`seal`); None: only explicit seals.
 
         Raises:
             NotALakehouseTableError: ``path`` holds no versioned store.
@@ -208,7 +239,8 @@ class VersionedStore:
         """
         path = resolve_path(path)
         settings = StoreSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
-        return cls(spark, path, settings, spark.read.format("delta").load(path).schema, writer)
+        schema = spark.read.format("delta").load(path).schema
+        return cls(spark, path, settings, schema, writer, seal_policy)
 
     # ------------------------------------------------------------------ state
     def table(self) -> DataFrame:
@@ -345,6 +377,11 @@ class VersionedStore:
         partition, however many segments they span; the seal moving them into their segments writes only
         those not expired by then (``valid_to > stream_time - R``) and the latest.
 
+        When the batch leaves as many pending rows as the handle's ``seal_policy`` allows (relative to the
+        live keys), the batch then seals the store (:meth:`seal`, its own commit; ``sealed_rows`` of the
+        result): reads stay bounded whatever schedule runs the seals. A seal that loses a race with another
+        writer is left to the next batch or the maintenance (the batch is committed either way).
+
         Processing order: within a source partition by ``offset``; across partitions the partition whose
         time is smallest goes first, ties to the lower partition (Kafka Streams' task order). A frame
         without ``partition``/``offset`` names a ``sequence_by`` column (then it is one ordered sequence).
@@ -372,7 +409,21 @@ class VersionedStore:
                 df, self.settings.keys, self.settings.values, timestamp, tombstone, sequence_by
             )
             return self._replayed(batch_id, recorded, prepared)
-        return self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded).result
+        written = self._write(df, batch_id, sequence_by, tombstone, timestamp, recorded)
+        if not self._seal_due(written.state):
+            return written.result
+        try:
+            sealed = self.seal().rows_written
+        except ConcurrentWriteError:
+            return written.result
+        return replace(written.result, sealed_rows=sealed)
+
+    def _seal_due(self, state: Mapping[str, Any]) -> bool:
+        """Whether the handle's seal policy seals a store of ``state`` (from its counters: no Spark job)."""
+        if self.seal_policy is None or not _has_pending(state):
+            return False
+        pending_rows = int(state.get(_PENDING_ROWS, 0)) - int(state.get(_SEALED_ROWS, 0))
+        return self.seal_policy.due(pending_rows, int(state.get(_LIVE_KEYS, 0)))
 
     def _write(
         self,
@@ -417,6 +468,7 @@ class VersionedStore:
             if batch_id is not None:  # what a replay of the batch id is compared with
                 counts[INPUT_FINGERPRINT] = str(stats[INPUT_FINGERPRINT])
             written, source = 0, None
+            accepted = int(stats["records"]) - int(stats["dropped"])
             direct = known_stats is not None and not _has_pending(recorded.state)
             if stats["min_accepted_us"] is not None and direct:
                 incoming = _plan.accepted_records(marked, keys, values)
@@ -425,6 +477,8 @@ class VersionedStore:
                     incoming, None, first, recorded.version, state, batch_id, counts, "put"
                 )
             elif stats["min_accepted_us"] is not None:
+                state[_PENDING_WRITES] = int(state.get(_PENDING_WRITES, 0)) + 1
+                state[_PENDING_ROWS] = int(state.get(_PENDING_ROWS, 0)) + accepted
                 written = self._write_pending(marked, batch_id, recorded, state, counts)
             elif batch_id is not None:
                 self._record_empty(batch_id, recorded.version, state, counts)
@@ -432,7 +486,7 @@ class VersionedStore:
             marked.unpersist()
         new_time = from_micros_or_none(new_stream_time)
         result = PutAllResult(batch_id, stats["records"], stats["dropped"], written, new_time)
-        return _Written(result, source)
+        return _Written(result, source, state)
 
     def _record_empty(
         self, batch_id: int, read_version: int, state: Mapping[str, Any], counts: Mapping[str, int]
@@ -478,7 +532,6 @@ class VersionedStore:
             existing = existing.where(F.lit(False))
         resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
         resolved = resolved.withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
-        state = {**state, _PENDING_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)) + 1}
         extra = {**counts, LOWEST_SEGMENT: PENDING_SEGMENT}
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
         if not pending_before:
@@ -504,8 +557,9 @@ class VersionedStore:
         segment (or replaces the sealed version at its ``valid_from``), each sealed version whose
         ``valid_to`` moves is updated, and a version already expired now (``valid_to <= stream_time - R``)
         is not written (a stored one is deleted). The cost grows with the live keys, once per seal rather
-        than once per batch. Fails with ``ConcurrentWriteError``, writing nothing, if another writer
-        committed after the seal read the store.
+        than once per batch. The seal also counts the live keys it read (the latest versions' rows), which
+        the seal policy of ``put_all`` weighs the pending rows against. Fails with ``ConcurrentWriteError``,
+        writing nothing, if another writer committed after the seal read the store.
         """
         self._check_writable()
         recorded = self._log.read()
@@ -518,10 +572,13 @@ class VersionedStore:
         unpend = pending.select(*keys, VALID_FROM, F.lit(True).alias(_UNPEND))
         stream_time_us = _stream_time_of(recorded)
         assert stream_time_us is not None  # pending rows were accepted, so stream time is set
+        latest = self._snapshot(recorded.version).where(F.col(SEGMENT_COL).isNull())
         state = {
             **recorded.state,
             _SEALED_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)),
             _SEAL_STREAM_TIME: stream_time_us,
+            _SEALED_ROWS: int(recorded.state.get(_PENDING_ROWS, 0)),
+            _LIVE_KEYS: latest.count(),
         }
         first = self._region_from(recorded.state)
         rows, _ = self._merge_sealed(incoming, unpend, first, recorded.version, state, None, {}, "seal")
@@ -882,10 +939,12 @@ def _require_safe_file_retention(spark: SparkSession, file_retention: timedelta)
 
 @dataclass(frozen=True)
 class _Written:
-    """A committed batch: its result, and the MERGE source when it went straight into its segments."""
+    """A committed batch: its result, the MERGE source when it went straight into its segments, and the
+    state its commit recorded."""
 
     result: PutAllResult
     source: DataFrame | None
+    state: Mapping[str, Any]
 
 
 def _reject_nulls(stats: Any) -> None:

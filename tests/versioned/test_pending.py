@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.quality.suites import check_table
+from lakehouse.versioned import SealPolicy, VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from tests.reference.versioned import VersionedStoreModel
 from tests.versioned.helpers import assert_matches_model, at, batch_frame, create_store, store_history
@@ -80,3 +81,32 @@ def test_sql_sees_pending_versions_resolved(spark: SparkSession, table_path: str
     assert closed is not None and closed[0] == 2_000
     at_1500 = spark.sql("SELECT k, v FROM pending_rates_as_of(TIMESTAMP_MILLIS(1500)) ORDER BY k").collect()
     assert [tuple(r) for r in at_1500] == [("k0", "a"), ("k1", "a")]
+
+
+def test_put_all_seals_itself_when_its_policy_is_due(spark: SparkSession, table_path: str) -> None:
+    """A batch leaving pending rows >= pending_per_live_key x the live keys (as of the newest seal's read)
+    seals the store after its commit; one leaving fewer leaves them pending; reads are the model's."""
+    create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    policy = SealPolicy(pending_per_live_key=0.5, min_rows=0)
+    store = VersionedStore.open(spark, table_path, seal_policy=policy)
+    model = VersionedStoreModel(RETENTION_MS)
+    batches = [
+        [(k, "a", 1_000 + i, 0, i) for i, k in enumerate(KEYS[:4])],  # no live key yet: seals
+        [("k0", "b", 2_000, 0, 10)],  # the seal before read no live key (all pending then): seals
+        [("k1", "b", 2_000, 0, 11)],  # 1 pending row < 0.5 x 4 live keys: stays pending
+        [("k2", "b", 2_000, 0, 12)],  # 2 pending rows >= 0.5 x 4: seals
+    ]
+    sealed = []
+    for batch_id, records in enumerate(batches):
+        for key, value, ms, _, _ in records:
+            model.put(key, value, ms)
+        sealed.append(store.put_all(batch_frame(spark, records), batch_id=batch_id).sealed_rows)
+        assert (store.pending_commits() == 0) == (sealed[-1] is not None)
+    assert [s is not None and s > 0 for s in sealed] == [True, True, False, True]
+    assert _pending_rows(spark, table_path) == 0
+    assert_matches_model(store, model)
+    # A replayed batch writes nothing and seals nothing; a handle without a policy never seals by itself.
+    assert store.put_all(batch_frame(spark, batches[-1]), batch_id=3).sealed_rows is None
+    manual = VersionedStore.open(spark, table_path, seal_policy=None)
+    assert manual.put_all(batch_frame(spark, [("k3", "c", 3_000, 0, 13)]), batch_id=4).sealed_rows is None
+    assert manual.pending_commits() == 1
