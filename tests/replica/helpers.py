@@ -1,12 +1,14 @@
-"""Helpers for replica tests: a replica's content against the source's shard at its checkpoint."""
+"""Helpers for replica tests: a replica against its source at its checkpoint (rows, or reads)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from lakehouse.replica import Replica
+from lakehouse.versioned import VersionedStore
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -22,9 +24,46 @@ def source_shard_at(replica: Replica, version: int) -> DataFrame:
 
 
 def assert_equals_source(replica: Replica) -> int:
-    """Assert the replica's rows equal the source's shard at its checkpoint; returns the checkpoint."""
+    """Assert the replica's rows equal the source's shard at its checkpoint; returns the checkpoint.
+
+    The contract of replicas that mirror their source: a whole table's (file copies) and a dedup index's
+    shard. A versioned store's shard replica is held to :func:`assert_reads_equal`.
+    """
     checkpoint = replica.checkpoint()
     assert checkpoint is not None
     expected = source_shard_at(replica, checkpoint)
     assert rows(replica.table().select(*expected.columns)) == rows(expected), f"at version {checkpoint}"
+    return checkpoint
+
+
+def live_versions(store: VersionedStore, version: int | None = None) -> DataFrame:
+    """The store's versions at ``version`` (default: now) that a read can return (``valid_to`` NULL or after
+    ``stream_time - R`` then): what every read is a function of. The storage columns (segment) left out."""
+    if version is None:
+        version = store.state_version()[0]
+    horizon = store.horizon_us_at(version)
+    versions = store.versions(version).drop("segment")
+    if horizon is None:
+        return versions
+    return versions.where(F.col("valid_to").isNull() | (F.unix_micros("valid_to") > F.lit(horizon)))
+
+
+def recorded(store: VersionedStore, version: int | None = None) -> tuple[Any, Any]:
+    """The store's stream time and every writer's last batch id, as of ``version`` (default: now)."""
+    state = store._log.read().state if version is None else store._log.state_at(version)
+    return state.get("stream_time_us"), state.get("batch_ids")
+
+
+def assert_reads_equal(replica: Replica) -> int:
+    """Assert reads through the replica equal the source's reads at its checkpoint (its live versions in the
+    shard, its stream time and last batch ids); returns the checkpoint."""
+    checkpoint = replica.checkpoint()
+    assert checkpoint is not None
+    spark = replica.spark
+    source, mine = VersionedStore.open(spark, replica.source_path), VersionedStore.open(spark, replica.path)
+    expected = live_versions(source, checkpoint)
+    expected = expected.where(replica._kind().in_shard(replica.shard, expected.schema))
+    assert rows(live_versions(mine)) == rows(expected), f"at version {checkpoint}"
+    assert recorded(mine) == recorded(source, checkpoint)
+    assert mine._log.last_batch_id() == (recorded(source, checkpoint)[1] or {}).get("")
     return checkpoint
