@@ -169,21 +169,22 @@ def run_failover_drill(
 
 
 def _why(catch_up: SyncResult, restore: SyncResult) -> str:
-    """What the two timings say: a catch-up costs the changes, a restore the whole shard, and both pay
-    Delta's fixed cost of a commit (a catch-up that MERGEs pays more of it), which rules small shards."""
+    """What the two timings say: a catch-up costs the changes (the versions the missing batches wrote,
+    appended to the standby's pending partition), a restore the whole shard; both pay Delta's fixed cost
+    of a commit, which rules a shard of a few rows."""
     if not catch_up.versions:
         return "[replica] the standby had nothing to catch up (this root ran the drill before): no comparison"
     if catch_up.seconds < restore.seconds:
         return (
-            f"[replica] the standby applied {catch_up.rows} changed rows "
+            f"[replica] the standby applied {catch_up.rows} changed versions "
             f"{restore.seconds / max(catch_up.seconds, 1e-3):.1f}x faster than a restore of the shard's "
-            f"{restore.rows} rows: a catch-up costs the changes, a restore the whole shard"
+            f"{restore.rows} versions: a catch-up costs the changes, a restore the whole shard"
         )
     return (
-        f"[replica] at this size both take Delta's fixed cost of a commit, and a catch-up that MERGEs "
-        f"changes pays more of it than rewriting a {restore.rows}-row shard; a catch-up's cost grows with "
-        "the changes and a restore's with the shard, so a standby pays off when few rows of a large shard "
-        "changed (10M rows: a batch's sync 8x faster than a restore, bench/RESULTS_replica.md)"
+        f"[replica] at this size ({restore.rows} versions in the shard) both are Delta's fixed cost of a "
+        "commit and a few Spark jobs: a catch-up's cost grows with the changes and a restore's with the "
+        "shard, so a standby pays off once copying the shard costs more than that (a 10M-row store: "
+        "bench/RESULTS_replica.md)"
     )
 
 

@@ -67,3 +67,9 @@ def assert_reads_equal(replica: Replica) -> int:
     assert recorded(mine) == recorded(source, checkpoint)
     assert mine._log.last_batch_id() == (recorded(source, checkpoint)[1] or {}).get("")
     return checkpoint
+
+
+def assert_follows_source(replica: Replica) -> int:
+    """The replica's contract at its checkpoint: reads equal for a versioned store's shard replica (it
+    follows the logical changelog), rows equal for every other; returns the checkpoint."""
+    return assert_reads_equal(replica) if replica._logical() else assert_equals_source(replica)
