@@ -9,16 +9,23 @@ Semantics (Kafka Streams' standby tasks, seed 003; offsets are Delta versions):
   commit (``txnAppId = lakehouse.replica:<source table id>``), so it is stored atomically with the rows it
   describes, survives log cleanup, and a commit of an already applied version is skipped by Delta.
 - ``sync(limit)`` applies versions ``checkpoint + 1 .. min(limit, latest)`` (both inclusive; ``limit``
-  is seed 003's offset limit, default the latest) in **one commit**. A replica of one shard applies per
-  row its last change in the range (one MERGE; a plain append when the range only inserts). A replica
-  of the whole table (``shard=None``) holds copies of the source's data files instead, and replays the
-  range's file actions (:mod:`lakehouse.replica._files`): its cost follows the files the range touched,
-  not the rows of the partitions it rewrote. A source partition drop (versioned-store expiry, dedup
-  purge) is applied as a metadata-only partition drop, in its own commit at its own version, so every
-  replica commit equals the source at one version.
-- After any commit the replica's rows equal ``source VERSION AS OF checkpoint`` restricted to the shard,
-  and its commit metadata records the source's stream time and last batch id at that version: opening
-  the replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
+  is seed 003's offset limit, default the latest): one commit for the range, plus one per source partition
+  drop in it (versioned-store expiry, dedup purge: a metadata-only partition drop at its own version), so
+  every replica commit stands for the source at one version.
+- A replica of one shard of a **versioned store** follows its **logical changelog**
+  (:mod:`lakehouse.replica._logical`): the versions each batch wrote go into the replica's own pending
+  partition (an append, or a MERGE confined to it); seals, ``OPTIMIZE`` and ``VACUUM`` change no read and
+  are skipped (the checkpoint moves on, no row is copied); the replica seals, compacts and vacuums itself
+  (:meth:`Replica.seal`, :meth:`Replica.maintain`). Its contract is **read equality**: opened as a store
+  (``VersionedStore.open``) it reads, at the checkpoint, what the source read then (its versions of the
+  shard, its stream time and last batch ids), however differently the two store them.
+- A replica of one shard of a **dedup index** applies per row its last change in the range (one MERGE; a
+  plain append when the range only inserts): its rows equal ``source VERSION AS OF checkpoint`` in the
+  shard. A replica of the whole table (``shard=None``) holds copies of the source's data files instead,
+  and replays the range's file actions (:mod:`lakehouse.replica._files`): its cost follows the files the
+  range touched, not the rows of the partitions it rewrote, and its rows equal the source's.
+- Every replica commit records the source's stream time and last batch ids at its version: opening the
+  replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
 - A checkpoint the source no longer covers (log cleaned up, files vacuumed, Change Data Feed off), a
   source replaced by another table, or a replica written by someone else: the replica is **wiped and
   re-initialized** from the source's latest snapshot, with a :class:`ReplicaReinitializedWarning`

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from lakehouse.replica import Replica
+from lakehouse.replica.failover import live_versions
 from lakehouse.versioned import VersionedStore
 
 
@@ -34,18 +34,6 @@ def assert_equals_source(replica: Replica) -> int:
     expected = source_shard_at(replica, checkpoint)
     assert rows(replica.table().select(*expected.columns)) == rows(expected), f"at version {checkpoint}"
     return checkpoint
-
-
-def live_versions(store: VersionedStore, version: int | None = None) -> DataFrame:
-    """The store's versions at ``version`` (default: now) that a read can return (``valid_to`` NULL or after
-    ``stream_time - R`` then): what every read is a function of. The storage columns (segment) left out."""
-    if version is None:
-        version = store.state_version()[0]
-    horizon = store.horizon_us_at(version)
-    versions = store.versions(version).drop("segment")
-    if horizon is None:
-        return versions
-    return versions.where(F.col("valid_to").isNull() | (F.unix_micros("valid_to") > F.lit(horizon)))
 
 
 def recorded(store: VersionedStore, version: int | None = None) -> tuple[Any, Any]:

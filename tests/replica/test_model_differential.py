@@ -49,7 +49,7 @@ OPS = st.lists(
         st.tuples(st.sampled_from(["seal_replica", "optimize_replica"]), st.integers(0, SHARDS - 1)),
     ),
     min_size=3,
-    max_size=7,
+    max_size=6,
 )
 
 
@@ -119,7 +119,7 @@ def vacuum_everything(spark: SparkSession, path: str) -> None:
 
 # Every path at least once: a restore, a seal and a partition drop inside a synced range, the replica's own
 # seal with versions pending on both sides, a limit below the checkpoint and one beyond the latest version,
-# a checkpoint VACUUM no longer covers (re-initialized), a replay.
+# a checkpoint VACUUM no longer covers (re-initialized).
 RICH_EXAMPLE = [
     ("put", [("a", "x", 0), ("b", "y", 1), ("c", "x", 2)]),
     ("sync", (0, None)),
@@ -133,9 +133,7 @@ RICH_EXAMPLE = [
     ("sync", (0, 1)),
     ("sync", (0, None)),
     ("vacuum_all", None),
-    ("replay", None),
     ("sync", (1, 5)),
-    ("vacuum", None),
 ]
 
 
