@@ -185,8 +185,7 @@ def _why(catch_up: SyncResult, restore: SyncResult) -> str:
     return (
         f"[replica] at this size ({restore.rows} versions in the shard) both are Delta's fixed cost of a "
         "commit and a few Spark jobs: a catch-up's cost grows with the changes and a restore's with the "
-        "shard, so a standby pays off once copying the shard costs more than that (a 10M-row store: "
-        "bench/RESULTS_replica.md)"
+        "shard, so a standby pays off once copying the shard costs more than that"
     )
 
 
