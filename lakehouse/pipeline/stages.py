@@ -32,6 +32,7 @@ from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
 from lakehouse.pipeline.stream import Run, run_stream
 from lakehouse.replica.registry import file_retention_hours
+from lakehouse.replica.replica import maintain_replicas
 from lakehouse.versioned.policy import SealPolicy
 from lakehouse.versioned.records import PutAllResult
 from lakehouse.versioned.store import VersionedStore
@@ -233,6 +234,7 @@ def maintain(run: Run) -> list[BatchMetrics]:
         retention = timedelta(hours=file_retention_hours(spark, tables.store))
         if when("vacuum", vacuum_due(commits, retention, spec.vacuum_interval, datetime.now(UTC))):
             details["vacuumed_files"] = store.vacuum()
+        _maintain_replicas(run, details)
     if DeltaTable.isDeltaTable(spark, tables.dedup_index):
         dedup = Deduplicator.open(spark, tables.dedup_index)
         if when("purge", purge_due(dedup, recent_commits(spark, tables.dedup_index))):
@@ -259,6 +261,19 @@ def maintain(run: Run) -> list[BatchMetrics]:
     )
     run.emit(metrics)
     return [metrics]
+
+
+def _maintain_replicas(run: Run, details: dict[str, object]) -> None:
+    """The store's registered replicas seal, compact and vacuum themselves on the store's due rules."""
+    spec = run.spec
+    replicas = maintain_replicas(
+        run.spark, spec.tables.store, spec.seal_min_rows, spec.optimize_min_files, spec.vacuum_interval
+    )
+    if replicas:
+        details["replicas"] = "; ".join(
+            f"{path.rsplit('/', 1)[-1]}: " + ", ".join(f"{task} {what}" for task, what in done.items())
+            for path, done in replicas.items()
+        )
 
 
 def assign(run: Run) -> list[BatchMetrics]:

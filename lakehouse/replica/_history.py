@@ -12,12 +12,16 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lakehouse.commit_log import commit_infos, parse_metadata
+from lakehouse.commit_log import BATCH_IDS, commit_infos, parse_metadata
 from lakehouse.times import from_micros
 from lakehouse.versioned.store import STATE_FIELDS as STORE_STATE_FIELDS
 
-#: The fields of a store's commit metadata that its readers need (its state, last batch id).
-RECORDED_FIELDS = (*STORE_STATE_FIELDS, "batch_id")
+#: The fields of a store's commit metadata that its readers need (its state, each writer's and the
+#: unnamed writer's last batch id).
+RECORDED_FIELDS = (*STORE_STATE_FIELDS, BATCH_IDS, "batch_id")
+#: Commit metadata field of every batch commit of a store or index (``put_all``, ``put``, ``apply``, an
+#: empty batch): the records it was given. A store's other commits (seal, expiry, VACUUM) have none.
+BATCH_FIELD = "records"
 #: A commit's files are written at most this long before the commit (VACUUM horizons are compared with
 #: the first needed commit's time minus this).
 WRITE_MARGIN = timedelta(hours=1)
@@ -28,6 +32,8 @@ _NO_ROW_CHANGES = frozenset(
 )
 #: MERGE metrics that are all 0 when the MERGE only inserted rows (its files are new ones only).
 _MERGE_CHANGES = ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetFilesRemoved")
+#: Metrics counting the rows a commit wrote (an append's, a MERGE's inserted and updated ones).
+_WRITTEN_ROWS = ("numOutputRows", "numTargetRowsInserted", "numTargetRowsUpdated")
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,30 @@ def drop_bound(commit: Commit, app_id: str) -> str | None:
     return None
 
 
+#: What a source commit is to a replica that follows the logical changelog (:func:`logical_role`).
+WRITE, DROP, NEUTRAL = "write", "drop", "neutral"
+
+
+def logical_role(commit: Commit, app_id: str) -> str | None:
+    """What ``commit`` of a source whose commits ``app_id`` writes changes in its reads.
+
+    - :data:`WRITE`: a batch (``put_all``, ``put``, an empty batch): its non-removed change rows are new or
+      re-bounded versions, the logical changelog.
+    - :data:`DROP`: a partition drop (expiry, purge), applied as a metadata-only drop.
+    - :data:`NEUTRAL`: a commit that changes no read: a seal (the store's own MERGE of its pending rows into
+      their segments: a commit of ``app_id`` that is neither a batch nor a drop), ``OPTIMIZE``, ``VACUUM``,
+      table properties.
+    - None: a commit of someone else that changed rows (a replica cannot tell what it means for reads).
+    """
+    if commit.operation in _NO_ROW_CHANGES:
+        return NEUTRAL
+    if drop_bound(commit, app_id) is not None:
+        return DROP
+    if commit.meta.get("app_id") != app_id:
+        return None
+    return WRITE if BATCH_FIELD in commit.meta else NEUTRAL
+
+
 def coverage_problem(commits: list[Commit], checkpoint: int, target: int) -> str | None:
     """Why the source can no longer give the changes ``checkpoint + 1 .. target`` (None if it can).
 
@@ -122,6 +152,12 @@ def coverage_problem(commits: list[Commit], checkpoint: int, target: int) -> str
                 f"which the changes after version {checkpoint} need"
             )
     return None
+
+
+def wrote_rows(commit: Commit) -> bool:
+    """Whether ``commit`` wrote any row, by its metrics (True when they do not say)."""
+    counts = [commit.metrics.get(name) for name in _WRITTEN_ROWS if commit.metrics.get(name) is not None]
+    return not counts or any(int(count) > 0 for count in counts)
 
 
 def inserts_only(commits: list[Commit], first: int, last: int) -> bool:

@@ -34,6 +34,8 @@ from lakehouse.errors import InvalidInputError
 from lakehouse.replica._source import Shard
 from lakehouse.replica.records import SyncResult
 from lakehouse.replica.replica import Replica
+from lakehouse.versioned._plan import VALID_TO
+from lakehouse.versioned.segments import SEGMENT_COL
 from lakehouse.versioned.store import VersionedStore
 
 DRILL_CONFIG = AssignmentConfig(num_standby_replicas=1, acceptable_recovery_lag=100)
@@ -169,21 +171,21 @@ def run_failover_drill(
 
 
 def _why(catch_up: SyncResult, restore: SyncResult) -> str:
-    """What the two timings say: a catch-up costs the changes, a restore the whole shard, and both pay
-    Delta's fixed cost of a commit (a catch-up that MERGEs pays more of it), which rules small shards."""
+    """What the two timings say: a catch-up costs the changes (the versions the missing batches wrote,
+    appended to the standby's pending partition), a restore the whole shard; both pay Delta's fixed cost
+    of a commit, which rules a shard of a few rows."""
     if not catch_up.versions:
         return "[replica] the standby had nothing to catch up (this root ran the drill before): no comparison"
     if catch_up.seconds < restore.seconds:
         return (
-            f"[replica] the standby applied {catch_up.rows} changed rows "
+            f"[replica] the standby applied {catch_up.rows} changed versions "
             f"{restore.seconds / max(catch_up.seconds, 1e-3):.1f}x faster than a restore of the shard's "
-            f"{restore.rows} rows: a catch-up costs the changes, a restore the whole shard"
+            f"{restore.rows} versions: a catch-up costs the changes, a restore the whole shard"
         )
     return (
-        f"[replica] at this size both take Delta's fixed cost of a commit, and a catch-up that MERGEs "
-        f"changes pays more of it than rewriting a {restore.rows}-row shard; a catch-up's cost grows with "
-        "the changes and a restore's with the shard, so a standby pays off when few rows of a large shard "
-        "changed (10M rows: a batch's sync 8x faster than a restore, bench/RESULTS_replica.md)"
+        f"[replica] at this size ({restore.rows} versions in the shard) both are Delta's fixed cost of a "
+        "commit and a few Spark jobs: a catch-up's cost grows with the changes and a restore's with the "
+        "shard, so a standby pays off once copying the shard costs more than that"
     )
 
 
@@ -216,11 +218,31 @@ def _roles(clients: Mapping[str, ClientAssignment]) -> str:
     )
 
 
+def live_versions(store: VersionedStore, version: int | None = None) -> DataFrame:
+    """The store's versions at table ``version`` (default: now) that a read can return: the latest ones and
+    those ending after ``stream_time - R`` then (every read is a function of these, the stream time and
+    the retention), without the storage column ``segment``."""
+    if version is None:
+        version = store.state_version()[0]
+    horizon = store.horizon_us_at(version)
+    versions = store.versions(version).drop(SEGMENT_COL)
+    if horizon is None:
+        return versions
+    return versions.where(F.col(VALID_TO).isNull() | (F.unix_micros(VALID_TO) > F.lit(horizon)))
+
+
 def _equal_to_source(replica: Replica, version: int) -> bool:
-    """Whether the replica's rows equal the source's shard at ``version`` (two anti-joins, no collect)."""
-    source = replica.spark.read.format("delta").option("versionAsOf", version).load(replica.source_path)
+    """Whether reads through the replica equal the source's at ``version``: the live versions of the shard
+    (:func:`live_versions`; rows for a replica that mirrors its source), by two anti-joins, no collect."""
+    spark = replica.spark
+    if replica._logical():
+        source = live_versions(VersionedStore.open(spark, replica.source_path), version)
+        mine = live_versions(VersionedStore.open(spark, replica.path))
+    else:
+        source = spark.read.format("delta").option("versionAsOf", version).load(replica.source_path)
+        mine = replica.table()
     shard = source.where(replica._kind().in_shard(replica.shard, source.schema))
-    mine = replica.table().select(*shard.columns)
+    mine = mine.select(*shard.columns)
     return mine.exceptAll(shard).isEmpty() and shard.exceptAll(mine).isEmpty()
 
 

@@ -9,16 +9,23 @@ Semantics (Kafka Streams' standby tasks, seed 003; offsets are Delta versions):
   commit (``txnAppId = lakehouse.replica:<source table id>``), so it is stored atomically with the rows it
   describes, survives log cleanup, and a commit of an already applied version is skipped by Delta.
 - ``sync(limit)`` applies versions ``checkpoint + 1 .. min(limit, latest)`` (both inclusive; ``limit``
-  is seed 003's offset limit, default the latest) in **one commit**. A replica of one shard applies per
-  row its last change in the range (one MERGE; a plain append when the range only inserts). A replica
-  of the whole table (``shard=None``) holds copies of the source's data files instead, and replays the
-  range's file actions (:mod:`lakehouse.replica._files`): its cost follows the files the range touched,
-  not the rows of the partitions it rewrote. A source partition drop (versioned-store expiry, dedup
-  purge) is applied as a metadata-only partition drop, in its own commit at its own version, so every
-  replica commit equals the source at one version.
-- After any commit the replica's rows equal ``source VERSION AS OF checkpoint`` restricted to the shard,
-  and its commit metadata records the source's stream time and last batch id at that version: opening
-  the replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
+  is seed 003's offset limit, default the latest): one commit for the range, plus one per source partition
+  drop in it (versioned-store expiry, dedup purge: a metadata-only partition drop at its own version), so
+  every replica commit stands for the source at one version.
+- A replica of one shard of a **versioned store** follows its **logical changelog**
+  (:mod:`lakehouse.replica._logical`): the versions each batch wrote go into the replica's own pending
+  partition (an append, or a MERGE confined to it); seals, ``OPTIMIZE`` and ``VACUUM`` change no read and
+  are skipped (the checkpoint moves on, no row is copied); the replica seals, compacts and vacuums itself
+  (:meth:`Replica.seal`, :meth:`Replica.maintain`). Its contract is **read equality**: opened as a store
+  (``VersionedStore.open``) it reads, at the checkpoint, what the source read then (its versions of the
+  shard, its stream time and last batch ids), however differently the two store them.
+- A replica of one shard of a **dedup index** applies per row its last change in the range (one MERGE; a
+  plain append when the range only inserts): its rows equal ``source VERSION AS OF checkpoint`` in the
+  shard. A replica of the whole table (``shard=None``) holds copies of the source's data files instead,
+  and replays the range's file actions (:mod:`lakehouse.replica._files`): its cost follows the files the
+  range touched, not the rows of the partitions it rewrote, and its rows equal the source's.
+- Every replica commit records the source's stream time and last batch ids at its version: opening the
+  replica as a store (``VersionedStore.open``/``Deduplicator.open``) reads as the source did then.
 - A checkpoint the source no longer covers (log cleaned up, files vacuumed, Change Data Feed off), a
   source replaced by another table, or a replica written by someone else: the replica is **wiped and
   re-initialized** from the source's latest snapshot, with a :class:`ReplicaReinitializedWarning`
@@ -33,7 +40,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -55,11 +62,21 @@ from lakehouse.commit_log import (
 )
 from lakehouse.errors import InvalidInputError, first_line
 from lakehouse.paths import resolve_path
-from lakehouse.replica import _changes, _files, _history
+from lakehouse.replica import _changes, _files, _history, _logical
 from lakehouse.replica._source import Shard, SourceKind, source_kind
 from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
 from lakehouse.replica.records import ReplicaLag, SyncResult
-from lakehouse.replica.registry import register, unregister
+from lakehouse.replica.registry import file_retention_hours, register, registered, unregister
+from lakehouse.versioned.pending import PENDING_SEGMENT
+from lakehouse.versioned.records import SealResult
+from lakehouse.versioned.store import (
+    _PENDING_WRITES,
+    _SEAL_STREAM_TIME,
+    _SEALED_WRITES,
+    LOWEST_SEGMENT,
+    VersionedStore,
+)
+from lakehouse.versioned.store import STATE_FIELDS as STORE_STATE_FIELDS
 
 APP_ID = "lakehouse.replica"
 SOURCE_ID_PROPERTY = f"{delta_ops.PROPERTY_PREFIX}replica.source_id"
@@ -90,6 +107,9 @@ _FILES_PER_STATE_PARTITION = 50_000
 # The replica's newest commits read first when looking for its last own commit (the newest one first, then
 # these, then all of them if needed).
 _RECENT_COMMITS = 20
+#: A logical replica's own state fields (its pending tier's counters and last seal), never the source's.
+_OWN_FIELDS = (_PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
+_STREAM_TIME = STORE_STATE_FIELDS[0]
 
 
 class ReplicaReinitializedWarning(UserWarning):
@@ -232,7 +252,7 @@ class Replica:
         if checkpoint is None or checkpoint >= latest:
             return None if checkpoint is None else 0
         commits = _history.source_commits(self.spark, self.source_path, after=checkpoint)
-        if _history.coverage_problem(commits, checkpoint, latest) is not None:
+        if self._catch_up_problem(commits, checkpoint, latest) is not None:
             return None
         return latest - checkpoint
 
@@ -240,7 +260,8 @@ class Replica:
         """Versions and rows the replica is behind its source's latest version.
 
         Rows are counted from the Change Data Feed of the missing versions (a Spark job over the changes,
-        not the table); when the replica must restore, the shard's rows at the latest version.
+        not the table): for a shard of a versioned store, the versions its batches wrote (seals and drops
+        copy no row); when the replica must restore, the shard's rows at the latest version.
         """
         latest = self._source_latest()
         checkpoint = self.checkpoint() if self._current_source_id() == self.source_id else None
@@ -249,10 +270,14 @@ class Replica:
         if checkpoint >= latest:
             return ReplicaLag(checkpoint, latest, 0, 0, True)
         commits = _history.source_commits(self.spark, self.source_path, after=checkpoint)
-        if _history.coverage_problem(commits, checkpoint, latest) is not None:
+        if self._catch_up_problem(commits, checkpoint, latest) is not None:
             return ReplicaLag(checkpoint, latest, latest - checkpoint, self._snapshot(latest).count(), False)
-        changes = self._changes(checkpoint + 1, latest)
-        rows = changes.where(F.col(_changes.CHANGE_TYPE) != _changes.PREIMAGE).count()
+        if self._logical():
+            writes = self._writes(commits, checkpoint, latest)
+            rows = 0 if not writes else _logical.written_versions(self._changes_of(writes)).count()
+        else:
+            changes = self._changes(checkpoint + 1, latest)
+            rows = changes.where(F.col(_changes.CHANGE_TYPE) != _changes.PREIMAGE).count()
         return ReplicaLag(checkpoint, latest, latest - checkpoint, rows, True)
 
     # ------------------------------------------------------------------ sync
@@ -280,7 +305,7 @@ class Replica:
         if before >= target:
             return SyncResult(before, before, 0, 0, 0, 0, False, None, time.monotonic() - started)
         commits = _history.source_commits(self.spark, self.source_path, after=before)
-        problem = _history.coverage_problem(commits, before, target)
+        problem = self._catch_up_problem(commits, before, target)
         if problem is not None:
             return self._rebuild(target, before, problem, started)
         try:
@@ -311,6 +336,66 @@ class Replica:
         before = self.checkpoint()
         target = self._target(limit)
         return self._rebuild(max(target, before or 0), before, None, started, warn=False)
+
+    # ------------------------------------------------------------------ its own maintenance
+    def seal(self) -> SealResult:
+        """Seal the replica's own pending versions (:meth:`VersionedStore.seal` on the replica): reads are
+        the same before and after. Only a shard replica of a versioned store has a pending tier of its own.
+
+        Raises:
+            InvalidInputError: the replica mirrors its source's rows or files (it has nothing of its own
+                to seal).
+        """
+        return self._own_store().seal()
+
+    def maintain(
+        self, seal_min_rows: int, optimize_min_files: int, vacuum_interval: timedelta
+    ) -> dict[str, str]:
+        """Seal, compact (``OPTIMIZE``) and VACUUM the replica on the source's due rules
+        (:mod:`lakehouse.pipeline.due`, from the replica's own commits); returns each task run or skipped
+        with why. A replica that mirrors its source (a whole table's files, a dedup index's rows) only
+        compacts and vacuums: what it holds is already as compact as the source made it.
+        """
+        # Imported here: the pipeline package imports the replica package.
+        from lakehouse.history import recent_commits
+        from lakehouse.pipeline.due import optimize_due, seal_due, vacuum_due
+
+        done: dict[str, str] = {}
+        commits = recent_commits(self.spark, self.path)
+        if self._logical():
+            store = self._own_store()
+            due = seal_due(store.pending_commits(), commits, seal_min_rows)
+            done["seal"] = f"{store.seal().rows_written} rows" if due else f"skipped, {due.said}"
+            commits = recent_commits(self.spark, self.path) if due else commits
+        due = optimize_due(commits, optimize_min_files)
+        if due:
+            DeltaTable.forPath(self.spark, self.path).optimize().executeCompaction()
+            commits = recent_commits(self.spark, self.path)
+        done["optimize"] = "done" if due else f"skipped, {due.said}"
+        retention = timedelta(hours=file_retention_hours(self.spark, self.path))
+        due = vacuum_due(commits, retention, vacuum_interval, datetime.now(UTC))
+        if due:
+            self._vacuum(retention)
+        done["vacuum"] = "done" if due else f"skipped, {due.said}"
+        return done
+
+    def _own_store(self) -> VersionedStore:
+        """The replica as a store that its own maintenance may write (every other write is refused)."""
+        if not self._logical():
+            raise InvalidInputError(
+                f"replica {self.path} mirrors its source's rows or files: only a shard replica of a "
+                "versioned store seals itself"
+            )
+        store = VersionedStore.open(self.spark, self.path)
+        store._writable = True  # the replica's own maintenance, like its sync
+        return store
+
+    def _vacuum(self, retention: timedelta) -> None:
+        """VACUUM the replica with its own retention (a logical replica's VACUUM records its state)."""
+        if self._logical():
+            self._own_store().vacuum()
+        else:
+            DeltaTable.forPath(self.spark, self.path).vacuum(retention.total_seconds() / 3600)
 
     # ------------------------------------------------------------------ internals
     def _target(self, limit: int | None) -> int:
@@ -347,6 +432,51 @@ class Replica:
         assert self._source is not None
         return self._source[2]
 
+    def _logical(self) -> bool:
+        """Whether the replica follows the source's logical changelog (:mod:`lakehouse.replica._logical`):
+        a shard of a versioned store. A dedup index's shard mirrors its rows (its changes are inserts and
+        drops, which that is), a whole-table replica its files."""
+        return self.shard is not None and self._kind().pending_partition is not None
+
+    def _catch_up_problem(self, commits: list[_history.Commit], checkpoint: int, target: int) -> str | None:
+        """Why the versions ``checkpoint + 1 .. target`` cannot be applied (None: they can): the source no
+        longer has them (:func:`_history.coverage_problem`), or, for a logical replica, one of them changed
+        rows by another writer than the store (its meaning for reads is unknown)."""
+        problem = _history.coverage_problem(commits, checkpoint, target)
+        if problem is not None or not self._logical():
+            return problem
+        for commit in commits:
+            in_range = checkpoint < commit.version <= target
+            if in_range and _history.logical_role(commit, self._kind().app_id) is None:
+                return (
+                    f"source version {commit.version} ({commit.operation}) changed rows without the store: "
+                    "its effect on reads is unknown"
+                )
+        return None
+
+    def _writes(self, commits: list[_history.Commit], after: int, last: int) -> list[int]:
+        """The source's batch commits (:data:`_history.WRITE`) in ``after + 1 .. last``."""
+        app_id = self._kind().app_id
+        return [
+            c.version
+            for c in commits
+            if after < c.version <= last and _history.logical_role(c, app_id) == _history.WRITE
+        ]
+
+    def _changes_of(self, versions: list[int]) -> DataFrame:
+        """The shard's Change Data Feed of the source ``versions`` (one read per run of consecutive ones)."""
+        frames = [self._changes(first, last) for first, last in _logical.runs(versions)]
+        found = frames[0]
+        for frame in frames[1:]:
+            found = found.unionByName(frame)
+        return found
+
+    def _own_state(self, kind: SourceKind) -> dict[str, Any]:
+        """A logical replica's own pending-tier counters and last seal (:data:`_OWN_FIELDS`), as its
+        commits recorded them (0 and None before any)."""
+        state = CommitLog(self.spark, self.path, kind.app_id, _OWN_FIELDS).read().state
+        return {field: state.get(field) for field in _OWN_FIELDS}
+
     def _replica_problem(self, checkpoint: int | None) -> str | None:
         """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
         current = self._current_source_id()
@@ -361,11 +491,16 @@ class Replica:
             for info in infos:
                 if info["operation"] in _MAINTENANCE:
                     continue
-                own = (parse_metadata(info.get("userMetadata")) or {}).get("replica")
+                meta = parse_metadata(info.get("userMetadata")) or {}
+                own = meta.get("replica")
                 if own is not None and self.shard is None and not own.get("files"):
                     return "it was built row by row, not from copies of the source's files"
+                if own is not None and self._logical() and not own.get("logical"):
+                    return "it mirrors the source's physical rows (an older replica), not its versions"
                 if own is not None:
                     return None
+                if meta.get("app_id") == self._kind().app_id and self._logical():
+                    continue  # its own seal: the stores refuse every other write to a replica
                 version, operation = info["version"], info["operation"]
                 return f"version {version} of the replica ({operation}) was not written by its sync"
             if limit is not None and len(infos) < limit:
@@ -375,6 +510,28 @@ class Replica:
     def _snapshot(self, version: int) -> DataFrame:
         source = self.spark.read.format("delta").option("versionAsOf", version).load(self.source_path)
         return source.where(self._kind().in_shard(self.shard, source.schema))
+
+    def _versions(self, version: int) -> DataFrame:
+        """The source store's versions at ``version`` (:meth:`VersionedStore.versions`: pending ones
+        resolved) in the shard, as sealed rows of the replica's columns: what a logical replica restores."""
+        versions = VersionedStore.open(self.spark, self.source_path).versions(version)
+        return versions.where(self._kind().in_shard(self.shard, versions.schema))
+
+    def _restored_state(
+        self, commits: list[_history.Commit], kind: SourceKind, target: int
+    ) -> dict[str, Any]:
+        """A logical replica's own state after a restore at ``target``: nothing pending (its counters equal,
+        and at least what it recorded before: state only grows), sealed at the source's stream time then
+        (every version a later batch writes was accepted at or after it minus the retention)."""
+        own = self._own_state(kind)
+        writes = max(int(own[_PENDING_WRITES] or 0), int(own[_SEALED_WRITES] or 0))
+        stream_time = _history.recorded_at(commits, kind.app_id, target).get(_STREAM_TIME)
+        sealed_at = [int(v) for v in (own[_SEAL_STREAM_TIME], stream_time) if v is not None]
+        return {
+            _PENDING_WRITES: writes,
+            _SEALED_WRITES: writes,
+            _SEAL_STREAM_TIME: max(sealed_at) if sealed_at else None,
+        }
 
     def _changes(self, first: int, last: int) -> DataFrame:
         changes = _changes.read_changes(self.spark, self.source_path, first, last)
@@ -393,11 +550,13 @@ class Replica:
         source_id = self._current_source_id()
         commits = _history.source_commits(self.spark, self.source_path, after=-1)
         kind = self._kind()
-        rows = self._snapshot(target)
+        logical = self._logical()
+        rows = self._versions(target) if logical else self._snapshot(target)
+        own = self._restored_state(commits, kind, target) if logical else None
         # A checkpoint is recorded only if it moves forward (Delta skips a txnVersion it has recorded).
         moves = source_id != self.source_id or before is None or target > before
         options = delta_ops.commit_options(
-            *self._commit(commits, kind, target, "restore", source_id if moves else None)
+            *self._commit(commits, kind, target, "restore", source_id if moves else None, own=own)
         )
         partitions = self._source_metadata().partition_columns
         try:
@@ -434,6 +593,8 @@ class Replica:
     def _apply(self, commits: list[_history.Commit], before: int, target: int) -> tuple[int, int, int]:
         """Apply ``before + 1 .. target``, partition drops on their own; returns (rows, drops, commits)."""
         kind = self._kind()
+        if self._logical():
+            return self._apply_logical(commits, kind, before, target)
         rows = drops = written = 0
         first = before + 1
         for commit in commits:
@@ -453,6 +614,99 @@ class Replica:
             rows += self._apply_changes(commits, kind, first, target)
             written += 1
         return rows, drops, written
+
+    def _apply_logical(
+        self, commits: list[_history.Commit], kind: SourceKind, before: int, target: int
+    ) -> tuple[int, int, int]:
+        """Apply ``before + 1 .. target`` of a versioned store logically; returns (rows, drops, commits).
+
+        The batches between two drops are one commit (their written versions appended to the replica's
+        pending partition); each drop is a metadata-only drop at its version; seals, OPTIMIZE and VACUUM
+        are skipped. A run of versions without batches before a drop needs no commit (the drop records
+        the later checkpoint); the last run always commits (an empty commit when it has no batch), so the
+        checkpoint reaches ``target``.
+        """
+        rows = drops = written = 0
+        after = before
+        for commit in commits:
+            bound = _history.drop_bound(commit, kind.app_id)
+            if not before < commit.version <= target or bound is None:
+                continue
+            writes = self._writes(commits, after, commit.version - 1)
+            if writes:
+                rows += self._apply_writes(commits, kind, writes, commit.version - 1)
+                written += 1
+            self._apply_drop(commits, kind, commit.version, bound)
+            drops += 1
+            written += 1
+            after = commit.version
+        if after < target:
+            rows += self._apply_writes(commits, kind, self._writes(commits, after, target), target)
+            written += 1
+        return rows, drops, written
+
+    def _apply_writes(
+        self, commits: list[_history.Commit], kind: SourceKind, versions: list[int], last: int
+    ) -> int:
+        """One replica commit at source version ``last`` writing the versions that the batch commits
+        ``versions`` wrote into the replica's pending partition; returns the rows it wrote.
+
+        An append when the replica has nothing pending (one batch's rows as they are; several batches' netted
+        to the newest row of each version), else a MERGE confined to the pending partition (a version
+        pending already is replaced). No batch, or none that wrote a row: an empty commit records the
+        checkpoint.
+        """
+        own = self._own_state(kind)
+        pending_writes, sealed_writes = int(own[_PENDING_WRITES] or 0), int(own[_SEALED_WRITES] or 0)
+        wrote = any(_history.wrote_rows(c) for c in commits if c.version in versions)
+        extra: dict[str, Any] = {}
+        if wrote:
+            own[_PENDING_WRITES] = max(pending_writes, sealed_writes) + 1
+            extra[LOWEST_SEGMENT] = PENDING_SEGMENT
+        commit = self._commit(commits, kind, last, "sync", own=own, **extra)
+        rows = 0
+        if wrote:
+            columns = snapshot_schema(latest_snapshot(self.spark, self.path)).fieldNames()
+            net = not (len(versions) == 1 and _history.inserts_only(commits, versions[0], versions[0]))
+            written = _logical.written_versions(self._changes_of(versions))
+            pending = _logical.as_pending(written, kind.identity, columns, net)
+            with self._state_partitions(), self._no_missing_files():
+                if pending_writes > sealed_writes:
+                    self._merge_pending(pending, kind, commit)
+                else:
+                    append_to_table(pending, self.path, delta_ops.commit_options(*commit))
+            rows = self._rows_written(last, "sync")
+        self._commit_if_skipped(last, commit)
+        self._after_commit("sync")
+        return rows
+
+    def _merge_pending(
+        self, pending: DataFrame, kind: SourceKind, commit: tuple[str, tuple[str, int] | None]
+    ) -> None:
+        """MERGE ``pending`` rows into the replica's pending partition: a version pending already is
+        replaced, any other inserted (Delta prunes the MERGE to that partition by its literal)."""
+        keys = kind.identity[:-1]
+        with delta_ops.dml_commit(self.spark, *commit):
+            (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(pending.alias("s"), _logical.pending_match(keys))
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+    def _rows_written(self, last: int, operation: str) -> int:
+        """The rows the replica's newest commit wrote if it is its sync of source version ``last`` (else 0:
+        Delta skipped the commit, its checkpoint was recorded already)."""
+        newest = commit_infos(self.spark, self.path, 1)[0]
+        mine = (parse_metadata(newest.get("userMetadata")) or {}).get("replica") or {}
+        if (mine.get("source_version"), mine.get("operation")) != (last, operation):
+            return 0
+        metrics = newest.get("operationMetrics") or {}
+        if newest["operation"] == "MERGE":
+            return int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+        return int(metrics.get("numOutputRows", 0))
 
     def _apply_changes(self, commits: list[_history.Commit], kind: SourceKind, first: int, last: int) -> int:
         """One replica commit applying source versions ``first .. last``; returns the change rows applied.
@@ -492,12 +746,7 @@ class Replica:
         """
         with self._no_missing_files():
             append_to_table(rows, self.path, delta_ops.commit_options(*commit))
-        newest = commit_infos(self.spark, self.path, 1)[0]
-        mine = (parse_metadata(newest.get("userMetadata")) or {}).get("replica") == {
-            "source_version": last,
-            "operation": "sync",
-        }
-        return int((newest.get("operationMetrics") or {}).get("numOutputRows", 0)) if mine else 0
+        return self._rows_written(last, "sync")
 
     def _merge(
         self,
@@ -530,7 +779,8 @@ class Replica:
         if self.shard is None:
             self._replay(commits, kind, version, version, "drop_partitions")
             return
-        commit = self._commit(commits, kind, version, "drop_partitions")
+        own = self._own_state(kind) if self._logical() else None
+        commit = self._commit(commits, kind, version, "drop_partitions", own=own)
         column = kind.partition_column
         with self._state_partitions(), delta_ops.dml_commit(self.spark, *commit):
             DeltaTable.forPath(self.spark, self.path).delete(F.col(column) < F.lit(int(bound)))
@@ -596,18 +846,26 @@ class Replica:
         version: int,
         operation: str,
         source_id: str | None = "",
+        own: dict[str, Any] | None = None,
+        **fields: Any,
     ) -> tuple[str, tuple[str, int] | None]:
         """Metadata and txn of a replica commit at source ``version``: the source's state and the checkpoint.
 
-        The metadata is the store's own (``app_id``, stream time, last batch id as of ``version``), so the
-        replica opens as the store read then, plus a ``replica`` entry. ``source_id`` None: no checkpoint is
-        recorded (a rebuild at the checkpoint it has already); "" the replica's own source id.
+        The metadata is the store's own (``app_id``, stream time, last batch ids as of ``version``), so the
+        replica opens as the store read then, plus a ``replica`` entry and ``fields``. ``own``: a logical
+        replica's own state fields (:data:`_OWN_FIELDS`), recorded instead of the source's (its pending tier
+        is its own). ``source_id`` None: no checkpoint is recorded (a rebuild at the checkpoint it has
+        already); "" the replica's own source id.
         """
         recorded = _history.recorded_at(commits, kind.app_id, version)
         replica: dict[str, Any] = {"source_version": version, "operation": operation}
         if self.shard is None:
             replica["files"] = True  # the replica's files are copies of the source's
-        extra: dict[str, Any] = {"replica": replica}
+        if own is not None:
+            replica["logical"] = True  # its rows are its own layout of the source's versions
+            recorded = {f: v for f, v in recorded.items() if f not in _OWN_FIELDS}
+            recorded.update({f: v for f, v in own.items() if v is not None})
+        extra: dict[str, Any] = {"replica": replica, **fields}
         extra.update({f: v for f, v in recorded.items() if f != "batch_id"})
         log = CommitLog(self.spark, self.path, kind.app_id)
         metadata = log.metadata(recorded.get("batch_id"), {}, **extra)
@@ -658,3 +916,20 @@ def _require_file_level(source_path: str, properties: dict[str, str]) -> None:
 def _missing_changes(error: Exception) -> bool:
     text = str(error)
     return any(marker in text for marker in _MISSING_CHANGES)
+
+
+def maintain_replicas(
+    spark: SparkSession,
+    source_path: str,
+    seal_min_rows: int,
+    optimize_min_files: int,
+    vacuum_interval: timedelta,
+) -> dict[str, dict[str, str]]:
+    """:meth:`Replica.maintain` of every replica registered with the source at ``source_path`` (that
+    exists); returns what each did, by replica path."""
+    done = {}
+    for path in sorted(registered(spark, resolve_path(source_path))):
+        if DeltaTable.isDeltaTable(spark, path):
+            replica = Replica.open(spark, path)
+            done[path] = replica.maintain(seal_min_rows, optimize_min_files, vacuum_interval)
+    return done

@@ -37,12 +37,19 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class SourceVersion:
-    """One commit of the source: the table after it, the rows it wrote and removed, whether a drop."""
+    """One commit of the source: the table after it, the rows it wrote and removed, whether a drop.
+
+    For a versioned store also what the commit is to a logical replica (``role``: ``write`` a batch,
+    ``seal``, ``drop`` with its ``bound``, ``neutral`` a VACUUM) and the store's stream time after it.
+    """
 
     rows: frozenset[Row]
     written: frozenset[Row] = frozenset()
     removed: frozenset[Row] = frozenset()
     drop: bool = False
+    role: str = "write"
+    bound: int | None = None
+    stream_time: int | None = None
 
 
 @dataclass
@@ -66,13 +73,19 @@ class SourceModel:
         written: Iterable[Row] = (),
         removed: Iterable[Row] = (),
         drop: bool = False,
+        **facts: Any,
     ) -> int:
-        """Append a version; returns it."""
-        self.versions.append(SourceVersion(frozenset(rows), frozenset(written), frozenset(removed), drop))
+        """Append a version (``facts``: its role, bound, stream time); returns it."""
+        found = SourceVersion(frozenset(rows), frozenset(written), frozenset(removed), drop, **facts)
+        self.versions.append(found)
         return self.latest
 
     def commit_diff(
-        self, rows: Iterable[Row], identity: Callable[[Row], Hashable], rewritten: Iterable[Row] = ()
+        self,
+        rows: Iterable[Row],
+        identity: Callable[[Row], Hashable],
+        rewritten: Iterable[Row] = (),
+        **facts: Any,
     ) -> int:
         """Append a version whose changes are its difference from the latest: written are the new or changed
         rows (plus ``rewritten`` rows written again unchanged), removed the rows whose identity is gone (a
@@ -80,12 +93,12 @@ class SourceModel:
         before, after = self.rows(), frozenset(rows)
         kept = {identity(r) for r in after}
         removed = {r for r in before if identity(r) not in kept}
-        return self.commit(after, (after - before) | frozenset(rewritten), removed)
+        return self.commit(after, (after - before) | frozenset(rewritten), removed, **facts)
 
-    def vacuum(self, retain_nothing: bool = False) -> None:
+    def vacuum(self, retain_nothing: bool = False, stream_time: int | None = None) -> None:
         """VACUUM START and VACUUM END (no row changes); ``retain_nothing``: every unused file is deleted."""
-        start = self.commit(self.rows())
-        self.commit(self.rows())
+        start = self.commit(self.rows(), role="neutral", stream_time=stream_time)
+        self.commit(self.rows(), role="neutral", stream_time=stream_time)
         if retain_nothing:
             self.covered_from = start
 
@@ -199,88 +212,50 @@ def dedup_identity(row: Row) -> Hashable:
     return row[:-2]
 
 
+Key = tuple[Hashable, int]
+
+
 @dataclass
-class VersionedSource:
-    """A versioned store's table as a :class:`SourceModel`: rows ``(key, valid_from, valid_to, value,
-    pending)``.
+class VersionedTable:
+    """A versioned store's physical rows: sealed and pending versions ``(key, valid_from) -> (valid_to,
+    value)``, its pending tier's counters and the stream time of its last seal. Times are integers (the
+    tests' milliseconds); a sealed row's segment is ``valid_to // interval`` (None for a latest version).
 
-    Times are integers (the tests' milliseconds); ``interval`` is the segment interval in those units, a
-    sealed row's segment ``valid_to // interval`` (None for a latest version). What each operation commits:
-
-    - ``put_all`` of a new batch: one commit, even when no record is accepted. Its accepted versions go to
-      the pending rows: per key, the pending versions and the batch's (the last record per time wins)
-      form one chain, each ``valid_to`` the next ``valid_from`` in it. Every accepted version is written
-      (an unchanged one included, an expired one too) and every pending version whose ``valid_to``
-      changes. Sealed rows are untouched.
-    - ``seal``: one commit when a batch wrote pending rows since the last seal. Per key with pending rows,
-      its sealed rows in the region (latest ones, and segments from ``(stream time at the previous seal -
-      retention) // interval`` on) and its pending rows form one chain (a pending version replaces a
-      sealed one at its time); every pending row is removed, its version written sealed, every sealed
-      version whose ``valid_to`` changes rewritten, except versions expired at the seal (not written,
-      removed when sealed).
-    - a replayed batch id: no commit.
-    - ``expire``: a partition drop of every sealed segment below ``(stream_time - retention) // interval``;
-      no commit when no row is in such a segment.
-    - ``vacuum``: VACUUM START and END (no row changes); :meth:`vacuum_everything` also stops covering
-      earlier checkpoints.
+    - ``seal``: when a write added pending rows since the last seal. Per key with pending rows, its sealed
+      rows in the region (latest ones, and segments from ``(stream time at the previous seal - retention)
+      // interval`` on) and its pending rows form one chain (a pending version replaces a sealed one at its
+      time); every pending row is removed, its version written sealed, every sealed version whose
+      ``valid_to`` changes rewritten, except versions expired at the seal (not written, removed when
+      sealed).
+    - ``drop``: every sealed row in a segment below a bound goes.
+    - :meth:`versions`: what reads see (:mod:`lakehouse.versioned.pending`): per key its sealed and pending
+      versions, a pending one replacing a sealed one at its time, each ``valid_to`` the smaller of its own
+      and the next version's time.
     """
 
     retention: int
     interval: int
-    store: VersionedStoreModel = field(init=False)
-    source: SourceModel = field(default_factory=SourceModel)
-    sealed: dict[tuple[Hashable, int], tuple[int | None, Any]] = field(default_factory=dict)
-    pending: dict[tuple[Hashable, int], tuple[int | None, Any]] = field(default_factory=dict)
+    sealed: dict[Key, tuple[int | None, Any]] = field(default_factory=dict)
+    pending: dict[Key, tuple[int | None, Any]] = field(default_factory=dict)
     pending_writes: int = 0
     sealed_writes: int = 0
     seal_stream_time: int | None = None
 
-    def __post_init__(self) -> None:
-        self.store = VersionedStoreModel(self.retention)
-
-    def _table(self) -> frozenset[Row]:
+    def rows(self) -> frozenset[Row]:
+        """The rows ``(key, valid_from, valid_to, value, pending)``."""
         sealed = {(k, vf, vt, value, False) for (k, vf), (vt, value) in self.sealed.items()}
         return frozenset(sealed | {(k, vf, vt, value, True) for (k, vf), (vt, value) in self.pending.items()})
 
-    def _expired(self, valid_to: int | None) -> bool:
-        assert self.store.stream_time is not None
-        return valid_to is not None and valid_to <= self.store.stream_time - self.retention
-
-    def put_all(self, records: Sequence[tuple[Hashable, Any, int]]) -> int:
-        """Put ``(key, value or None for a tombstone, time)`` records in processing order; one commit."""
-        incoming: dict[tuple[Hashable, int], Any] = {}
-        for key, value, t in records:
-            if self.store.put(key, value, t).status != NOT_PUT:
-                incoming[(key, t)] = value
-        if not incoming:
-            return self.source.commit(self.source.rows())
-        self.pending_writes += 1
-        rewritten = set()
-        for key in {k for k, _ in incoming}:
-            chain = sorted({t for k, t in self.pending if k == key} | {t for k, t in incoming if k == key})
-            for i, t in enumerate(chain):
-                valid_to = chain[i + 1] if i + 1 < len(chain) else None
-                if (key, t) in incoming:
-                    value = incoming[(key, t)]
-                elif self.pending[(key, t)][0] != valid_to:
-                    value = self.pending[(key, t)][1]
-                else:
-                    continue
-                self.pending[(key, t)] = (valid_to, value)
-                rewritten.add((key, t, valid_to, value, True))
-        return self.source.commit_diff(self._table(), version_identity, rewritten)
-
-    def seal(self) -> int | None:
-        """Move the pending versions into the sealed ones; returns the commit's version (None: no commit)."""
+    def seal(self, stream_time: int) -> set[Row] | None:
+        """Seal at ``stream_time``; returns the rows written (None: nothing pending, no commit)."""
         if self.pending_writes == self.sealed_writes:
             return None
-        assert self.store.stream_time is not None
         first = (
             None
             if self.seal_stream_time is None
             else (self.seal_stream_time - self.retention) // self.interval
         )
-        self.sealed_writes, self.seal_stream_time = self.pending_writes, self.store.stream_time
+        self.sealed_writes, self.seal_stream_time = self.pending_writes, stream_time
         rewritten = set()
         for key in {k for k, _ in self.pending}:
             chain = {
@@ -297,34 +272,276 @@ class VersionedSource:
                     del self.pending[(key, t)]
                 elif stored_to == valid_to:
                     continue
-                if self._expired(valid_to):
+                if valid_to is not None and valid_to <= stream_time - self.retention:
                     self.sealed.pop((key, t), None)
                 else:
                     self.sealed[(key, t)] = (valid_to, value)
                     rewritten.add((key, t, valid_to, value, False))
-        return self.source.commit_diff(self._table(), version_identity, rewritten)
+        return rewritten
+
+    def drop(self, bound: int) -> set[Row]:
+        """Drop the sealed rows of segments below ``bound``; returns them."""
+        gone = {
+            (k, t, vt, value, False)
+            for (k, t), (vt, value) in self.sealed.items()
+            if vt is not None and vt // self.interval < bound
+        }
+        for k, t, *_ in gone:
+            del self.sealed[(k, t)]
+        return gone
+
+    def versions(self) -> frozenset[tuple[Hashable, int, int | None, Any]]:
+        """Every version as reads see it: ``(key, valid_from, valid_to, value)``."""
+        return resolved(self.rows())
+
+
+def resolved(rows: Iterable[Row]) -> frozenset[tuple[Hashable, int, int | None, Any]]:
+    """A store's versions from its rows ``(key, valid_from, valid_to, value, pending)``: per version the
+    pending row if there is one, its ``valid_to`` the smaller of its own and its key's next ``valid_from``."""
+    chosen: dict[Key, tuple[int | None, Any]] = {}
+    for k, vf, vt, value, _ in sorted(rows, key=lambda r: r[4]):  # pending rows last: they win
+        chosen[(k, vf)] = (vt, value)
+    found = set()
+    for (k, vf), (vt, value) in chosen.items():
+        later = [t for key, t in chosen if key == k and t > vf]
+        after = min(later) if later else None
+        bound = after if vt is None or (after is not None and after < vt) else vt
+        found.add((k, vf, bound, value))
+    return frozenset(found)
+
+
+def live(versions: Iterable[tuple[Hashable, int, int | None, Any]], stream_time: int | None, retention: int):
+    """The versions a read can return at ``stream_time``: the latest ones and those ending after
+    ``stream_time - retention``."""
+    if stream_time is None:
+        return frozenset(versions)
+    return frozenset(v for v in versions if v[2] is None or v[2] > stream_time - retention)
+
+
+@dataclass
+class VersionedSource:
+    """A versioned store's table as a :class:`SourceModel`: rows ``(key, valid_from, valid_to, value,
+    pending)`` of a :class:`VersionedTable`. What each operation commits:
+
+    - ``put_all`` of a new batch: one commit, even when no record is accepted. Its accepted versions go to
+      the pending rows: per key, the pending versions and the batch's (the last record per time wins)
+      form one chain, each ``valid_to`` the next ``valid_from`` in it. Every accepted version is written
+      (an unchanged one included, an expired one too) and every pending version whose ``valid_to``
+      changes. Sealed rows are untouched.
+    - ``seal``: :meth:`VersionedTable.seal` at the store's stream time, one commit when there was a write.
+    - a replayed batch id: no commit.
+    - ``expire``: a partition drop of every sealed segment below ``(stream_time - retention) // interval``;
+      no commit when no row is in such a segment.
+    - ``vacuum``: VACUUM START and END (no row changes); :meth:`vacuum_everything` also stops covering
+      earlier checkpoints.
+    """
+
+    retention: int
+    interval: int
+    store: VersionedStoreModel = field(init=False)
+    table: VersionedTable = field(init=False)
+    source: SourceModel = field(default_factory=SourceModel)
+
+    def __post_init__(self) -> None:
+        self.store = VersionedStoreModel(self.retention)
+        self.table = VersionedTable(self.retention, self.interval)
+
+    def put_all(self, records: Sequence[tuple[Hashable, Any, int]]) -> int:
+        """Put ``(key, value or None for a tombstone, time)`` records in processing order; one commit."""
+        incoming: dict[Key, Any] = {}
+        for key, value, t in records:
+            if self.store.put(key, value, t).status != NOT_PUT:
+                incoming[(key, t)] = value
+        facts = {"role": "write", "stream_time": self.store.stream_time}
+        if not incoming:
+            return self.source.commit(self.source.rows(), **facts)
+        pending = self.table.pending
+        self.table.pending_writes += 1
+        rewritten = set()
+        for key in {k for k, _ in incoming}:
+            chain = sorted({t for k, t in pending if k == key} | {t for k, t in incoming if k == key})
+            for i, t in enumerate(chain):
+                valid_to = chain[i + 1] if i + 1 < len(chain) else None
+                if (key, t) in incoming:
+                    value = incoming[(key, t)]
+                elif pending[(key, t)][0] != valid_to:
+                    value = pending[(key, t)][1]
+                else:
+                    continue
+                pending[(key, t)] = (valid_to, value)
+                rewritten.add((key, t, valid_to, value, True))
+        return self.source.commit_diff(self.table.rows(), version_identity, rewritten, **facts)
+
+    def seal(self) -> int | None:
+        """Move the pending versions into the sealed ones; returns the commit's version (None: no commit)."""
+        assert self.store.stream_time is not None or not self.table.pending
+        rewritten = self.table.seal(self.store.stream_time or 0)
+        if rewritten is None:
+            return None
+        facts = {"role": "seal", "stream_time": self.store.stream_time}
+        return self.source.commit_diff(self.table.rows(), version_identity, rewritten, **facts)
 
     def expire(self) -> int | None:
         """Drop the expired segments; returns the drop's version (None: nothing to drop, no commit)."""
         if self.store.stream_time is None:
             return None
         bound = (self.store.stream_time - self.retention) // self.interval
-        gone = {
-            (k, t, vt, value, False)
-            for (k, t), (vt, value) in self.sealed.items()
-            if vt is not None and vt // self.interval < bound
-        }
+        gone = self.table.drop(bound)
         if not gone:
             return None
-        for k, t, *_ in gone:
-            del self.sealed[(k, t)]
-        return self.source.commit(self._table(), removed=gone, drop=True)
+        facts = {"role": "drop", "bound": bound, "stream_time": self.store.stream_time}
+        return self.source.commit(self.table.rows(), removed=gone, drop=True, **facts)
 
     def vacuum(self) -> None:
-        self.source.vacuum()
+        self.source.vacuum(stream_time=self.store.stream_time)
 
     def vacuum_everything(self) -> None:
-        self.source.vacuum(retain_nothing=True)
+        self.source.vacuum(retain_nothing=True, stream_time=self.store.stream_time)
+
+    def stream_time(self, version: int) -> int | None:
+        """The store's stream time after ``version``."""
+        return next(
+            (v.stream_time for v in reversed(self.source.versions[: version + 1]) if v.stream_time), None
+        )
+
+    def reads(self, version: int, in_shard: Callable[[Row], bool]) -> frozenset[Any]:
+        """What reads see at ``version`` in a shard: the live versions (:func:`live`)."""
+        versions = resolved(r for r in self.source.rows(version) if in_shard(r))
+        return live(versions, self.stream_time(version), self.retention)
+
+
+@dataclass
+class LogicalReplicaModel:
+    """A shard replica of a :class:`VersionedSource` that follows its logical changelog (issue 37).
+
+    It holds a :class:`VersionedTable` of its own. ``sync(limit)`` checks, restores and re-initializes as
+    :class:`ReplicaModel` does; applying versions: a batch's written rows of the shard go into its own
+    pending rows (per version the newest row), a seal or VACUUM changes nothing, a drop drops its own
+    segments below the same bound. The batches between two drops are one commit (none when there are
+    none, unless they end the range: the checkpoint must be recorded), each drop one. ``seal()`` seals its
+    own table at the source's stream time at its checkpoint. A restore writes the source's versions of the
+    shard at the target as sealed rows. Its reads (:meth:`reads`) equal the source's at its checkpoint.
+    """
+
+    source: VersionedSource
+    in_shard: Callable[[Row], bool] = lambda row: True
+    checkpoint: int | None = None
+    table: VersionedTable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.table = VersionedTable(self.source.retention, self.source.interval)
+
+    @property
+    def versions(self) -> list[SourceVersion]:
+        return self.source.source.versions
+
+    def _written(self, first: int, last: int) -> dict[Key, Row]:
+        net: dict[Key, Row] = {}
+        for version in self.versions[first : last + 1]:
+            if version.role == "write":
+                for row in sorted(version.written, key=repr):
+                    if self.in_shard(row):
+                        net[(row[0], row[1])] = row
+        return net
+
+    def lag(self) -> Lag:
+        latest = self.source.source.latest
+        rows_now = len(resolved(r for r in self.source.source.rows() if self.in_shard(r)))
+        if self.checkpoint is None:
+            return Lag(None, latest, latest + 1, rows_now, False)
+        if self.checkpoint >= latest:
+            return Lag(self.checkpoint, latest, 0, 0, True)
+        behind = latest - self.checkpoint
+        if not self.source.source.covers(self.checkpoint):
+            return Lag(self.checkpoint, latest, behind, rows_now, False)
+        writes = [v for v in self.versions[self.checkpoint + 1 :] if v.role == "write"]
+        return Lag(
+            self.checkpoint,
+            latest,
+            behind,
+            sum(len([r for r in v.written if self.in_shard(r)]) for v in writes),
+            True,
+        )
+
+    def sync(self, limit: int | None = None) -> Synced:
+        source = self.source.source
+        target = source.latest if limit is None else min(limit, source.latest)
+        before = self.checkpoint
+        if before is None:
+            return self._rebuild(target, reinitialized=False)
+        if before >= target:
+            return Synced(before, before, 0, 0, 0, 0, False, False)
+        if not source.covers(before):
+            return self._rebuild(target, reinitialized=True)
+        rows = drops = commits = 0
+        after = before
+        for version in range(before + 1, target + 1):
+            found = self.versions[version]
+            if found.role != "drop":
+                continue
+            if any(v.role == "write" for v in self.versions[after + 1 : version]):
+                rows += self._write(after + 1, version - 1)
+                commits += 1
+            assert found.bound is not None
+            self.table.drop(found.bound)
+            drops += 1
+            commits += 1
+            after = version
+        if after < target:
+            rows += self._write(after + 1, target)
+            commits += 1
+        self.checkpoint = target
+        return Synced(before, target, target - before, rows, drops, commits, False, False)
+
+    def _write(self, first: int, last: int) -> int:
+        if not any(v.written for v in self.versions[first : last + 1] if v.role == "write"):
+            return 0
+        net = self._written(first, last)
+        table = self.table
+        table.pending_writes = max(table.pending_writes, table.sealed_writes) + 1
+        for k, vf, vt, value, _ in net.values():
+            table.pending[(k, vf)] = (vt, value)
+        return len(net)
+
+    def restore(self, limit: int | None = None) -> Synced:
+        """Build from nothing at ``max(limit, checkpoint)`` (a checkpoint never goes back)."""
+        source = self.source.source
+        target = source.latest if limit is None else min(limit, source.latest)
+        before = self.checkpoint
+        at = max(target, before or 0)
+        rows = self._restore(at)
+        return Synced(before, at, at + 1 if before is None else at - before, rows, 0, 1, True, False)
+
+    def _rebuild(self, target: int, reinitialized: bool) -> Synced:
+        before = self.checkpoint
+        return Synced(before, target, target + 1, self._restore(target), 0, 1, True, reinitialized)
+
+    def _restore(self, target: int) -> int:
+        old = self.table
+        versions = resolved(r for r in self.source.source.rows(target) if self.in_shard(r))
+        writes = max(old.pending_writes, old.sealed_writes)
+        sealed_at = [t for t in (old.seal_stream_time, self.source.stream_time(target)) if t is not None]
+        self.table = VersionedTable(
+            old.retention,
+            old.interval,
+            {(k, vf): (vt, value) for k, vf, vt, value in versions},
+            {},
+            writes,
+            writes,
+            max(sealed_at) if sealed_at else None,
+        )
+        self.checkpoint = target
+        return len(versions)
+
+    def seal(self) -> set[Row] | None:
+        """Seal the replica's own table (at the source's stream time at its checkpoint)."""
+        assert self.checkpoint is not None
+        return self.table.seal(self.source.stream_time(self.checkpoint) or 0)
+
+    def reads(self) -> frozenset[Any]:
+        """What reads through the replica see: its live versions."""
+        assert self.checkpoint is not None
+        return live(self.table.versions(), self.source.stream_time(self.checkpoint), self.source.retention)
 
 
 def dedup_rows(model: DedupModel) -> frozenset[Row]:

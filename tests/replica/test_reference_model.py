@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tests.reference.dedup import DedupModel, Rec
 from tests.reference.replica import (
     Lag,
+    LogicalReplicaModel,
     ReplicaModel,
     Row,
     SourceModel,
@@ -36,8 +37,9 @@ VERSIONED_OPS = st.lists(
         st.tuples(
             st.just("sync"), st.tuples(st.integers(0, SHARDS - 1), st.one_of(st.none(), st.integers(0, 15)))
         ),
+        st.tuples(st.just("seal_replica"), st.integers(0, SHARDS - 1)),
     ),
-    max_size=12,
+    max_size=14,
 )
 
 
@@ -76,6 +78,26 @@ def check_sync(model: ReplicaModel, limit: int | None, identity: Callable[[Row],
     assert (lag.rows == 0) if lag.versions == 0 else lag.rows >= 0
 
 
+def check_logical_sync(model: LogicalReplicaModel, limit: int | None) -> None:
+    """A logical replica's sync: checkpoints, restores and lags as :func:`check_sync` has them, and reads
+    (not rows) equal to the source's at the checkpoint."""
+    source = model.source.source
+    before, lag_before = model.checkpoint, model.lag()
+    result = model.sync(limit)
+    target = source.latest if limit is None else min(limit, source.latest)
+    assert model.checkpoint == (target if before is None else max(before, target))
+    assert result.checkpoint == model.checkpoint and result.checkpoint_before == before
+    assert result.reinitialized == (before is not None and target > before and not lag_before.covered)
+    assert result.restored == (before is None or result.reinitialized)
+    if before is not None and not result.restored and target > before:
+        assert result.versions == target - before
+        assert result.rows <= lag_before.rows  # each version's newest row only
+    assert model.reads() == model.source.reads(model.checkpoint, model.in_shard)
+    lag = model.lag()
+    assert lag.versions == source.latest - model.checkpoint
+    assert lag.covered == source.covers(model.checkpoint)
+
+
 def removed_by_drops(model: ReplicaModel, before: int, target: int) -> int:
     drops = [v for v in model.source.versions[before + 1 : target + 1] if v.drop]
     return sum(1 for v in drops for r in v.removed if model.in_shard(r))
@@ -85,7 +107,7 @@ def removed_by_drops(model: ReplicaModel, before: int, target: int) -> int:
 @given(VERSIONED_OPS)
 def test_versioned_source_replicas_follow_the_issue_rules(ops) -> None:
     source = VersionedSource(retention=20, interval=5)
-    models = [ReplicaModel(source.source, lambda row, p=p: ord(row[0]) % SHARDS == p) for p in range(SHARDS)]
+    models = [LogicalReplicaModel(source, lambda row, p=p: ord(row[0]) % SHARDS == p) for p in range(SHARDS)]
     for op, arg in ops:
         if op == "put":
             before = source.source.rows()
@@ -111,13 +133,20 @@ def test_versioned_source_replicas_follow_the_issue_rules(ops) -> None:
             source.vacuum()
         elif op == "vacuum_everything":
             source.vacuum_everything()
+        elif op == "seal_replica":
+            replica = models[arg]
+            if replica.checkpoint is not None:
+                reads = replica.reads()
+                replica.seal()  # on its own schedule: reads are the same
+                assert replica.reads() == reads
         else:
             shard, limit = arg
-            check_sync(models[shard], limit, version_identity)
+            check_logical_sync(models[shard], limit)
     for model in models:
-        check_sync(model, None, version_identity)
-    assert models[0].rows | models[1].rows == source.source.rows()
-    assert not models[0].rows & models[1].rows
+        check_logical_sync(model, None)
+    everything = source.reads(source.source.latest, lambda row: True)
+    assert models[0].reads() | models[1].reads() == everything
+    assert not models[0].reads() & models[1].reads()
 
 
 @settings(max_examples=300, deadline=None)

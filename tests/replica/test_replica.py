@@ -30,15 +30,19 @@ from lakehouse.replica import (
     Shard,
     vacuum_source,
 )
+from lakehouse.replica.failover import live_versions
+from lakehouse.replica.replica import maintain_replicas
 from lakehouse.versioned import VersionedStore
+from lakehouse.versioned.pending import PENDING_SEGMENT
 from tests.dedup.helpers import frame, labelled
-from tests.replica.helpers import assert_equals_source, rows
+from tests.replica.helpers import assert_equals_source, assert_follows_source, rows
 from tests.versioned.helpers import SCHEMA, at, batch_frame, create_store
 
 T = TypeVar("T")
 RETENTION_MS = 20
 INTERVAL_MS = 5
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+HOUR = timedelta(hours=1)
 SLOW_SETTINGS = settings(
     max_examples=2,
     deadline=None,
@@ -52,8 +56,9 @@ RECORDS = st.lists(
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("put"), RECORDS),
-        st.tuples(st.sampled_from(["replay", "expire", "vacuum"]), st.none()),
+        st.tuples(st.sampled_from(["replay", "seal", "expire", "vacuum"]), st.none()),
         st.tuples(st.just("sync"), st.integers(0, 2)),  # a shard's replica, or the whole table's
+        st.tuples(st.just("seal_replica"), st.integers(0, 1)),
     ),
     min_size=3,
     max_size=6,
@@ -92,26 +97,34 @@ def test_versioned_replicas_equal_the_source_at_their_checkpoint(
             batch_id += 1
         elif op == "replay" and last is not None:
             put(store, *last)  # a committed batch id: nothing written
+        elif op == "seal":
+            store.seal()
         elif op == "expire":
             store.expire()
         elif op == "vacuum":
             store.vacuum()
+        elif op == "seal_replica" and replicas[arg].checkpoint() is not None:
+            replicas[arg].seal()  # on its own schedule: reads are the same
         elif op == "sync":
             with no_reinit():
                 replicas[arg].sync()
-            assert_equals_source(replicas[arg])
+            assert_follows_source(replicas[arg])
     for replica in replicas:
         with no_reinit():
             replica.sync()
-        assert_equals_source(replica)
+        assert_follows_source(replica)
         opened = VersionedStore.open(spark, replica.path)
         assert opened.stream_time == store.stream_time
-        for row in replica.table().select("k").distinct().collect():
-            assert opened.get(row["k"]) == store.get(row["k"])
-            assert opened.get(row["k"], at(30)) == store.get(row["k"], at(30))
-    together = sorted(rows(replicas[0].table()) + rows(replicas[1].table()), key=repr)
-    assert together == rows(spark.read.format("delta").load(store.path))  # pending rows and all
-    assert rows(replicas[2].table()) == together
+        keys = [row["k"] for row in replica.table().select("k").distinct().collect()]
+        for key in keys:
+            assert opened.get(key) == store.get(key)
+            assert opened.get(key, at(30)) == store.get(key, at(30))
+        assert rows(opened.as_of(at(30)).drop("segment")) == rows(
+            store.as_of(at(30)).where(F.col("k").isin(keys)).drop("segment")
+        )
+    shards = [rows(live_versions(VersionedStore.open(spark, r.path))) for r in replicas[:2]]
+    assert sorted(shards[0] + shards[1], key=repr) == rows(live_versions(store))
+    assert rows(replicas[2].table()) == rows(spark.read.format("delta").load(store.path))  # file copies
 
 
 @pytest.mark.slow
@@ -156,12 +169,13 @@ def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
         assert opened.stream_times() == dedup.stream_times()
 
 
+@pytest.mark.parametrize("shard", [None, Shard(0, 1)], ids=["files", "logical"])
 def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
-    spark: SparkSession, tmp_path
+    spark: SparkSession, tmp_path, shard: Shard | None
 ) -> None:
     store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
     put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
+    replica = Replica.create(spark, store.path, str(tmp_path / "r"), shard)
     replica.sync()
     put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
     store.expire()  # a partition drop: the range is applied in two commits
@@ -173,20 +187,12 @@ def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
     replica._after_commit = crash
     with pytest.raises(RuntimeError, match="killed after"):
         replica.sync()
-    interrupted_at = assert_equals_source(replica)  # every commit is a consistent source version
+    interrupted_at = assert_follows_source(replica)  # every commit is a consistent source version
     replica._after_commit = lambda step: None
     result = replica.sync()
     assert result.checkpoint_before == interrupted_at
-    assert assert_equals_source(replica) == result.checkpoint
+    assert assert_follows_source(replica) == result.checkpoint
     assert replica.sync().versions == 0
-
-
-def appended(store: VersionedStore, versions: list[tuple[str, str, int]]) -> None:
-    """Append new versions ``(key, value, ms)`` to the store's table as one plain Delta append, as a write
-    path that appends a batch's versions to a pending partition does (segment -1 stands in for it)."""
-    rows = [(k, at(ms), None, -1, False, v) for k, v, ms in versions]
-    frame = store.spark.createDataFrame(rows, store.table().schema)
-    frame.select(*store.table().columns).write.format("delta").mode("append").save(store.path)
 
 
 def jobs_of(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[T, int]:
@@ -199,7 +205,13 @@ def jobs_of(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[T, 
     return result, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
-def test_an_insert_only_range_is_appended_and_the_sync_bookkeeping_runs_no_spark_job(
+def newest(spark: SparkSession, path: str) -> tuple[str, dict[str, str]]:
+    """The operation and metrics of the table's newest commit."""
+    row = DeltaTable.forPath(spark, path).history(1).first()
+    return row["operation"], dict(row["operationMetrics"] or {})
+
+
+def test_a_shard_replica_appends_batches_to_its_pending_partition_and_a_seal_copies_no_row(
     spark: SparkSession, tmp_path
 ) -> None:
     store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
@@ -207,23 +219,57 @@ def test_an_insert_only_range_is_appended_and_the_sync_bookkeeping_runs_no_spark
     replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
     replica.sync()
     before = replica.checkpoint()
-    appended(store, [("c", "y", 10), ("d", "y", 11), ("f", "y", 12)])
-    put(store, [("e", "z", 13, 0, 2)], 1)  # a MERGE of a new key only: inserts, by its metrics
+    assert before is not None
+    put(store, [("c", "y", 10, 0, 2), ("d", "y", 11, 0, 3)], 1)  # appended to the pending partition
+    put(store, [("c", "z", 12, 0, 4)], 2)  # a MERGE into it: c@10 ends at 12
     # The checkpoint, the lag in versions and the source's history come from Delta's log, not Spark jobs.
     assert jobs_of(spark, "checkpoint", replica.checkpoint) == (before, 0)
     assert jobs_of(spark, "behind", replica.versions_behind) == (2, 0)
-    assert before is not None
-    shard_rows = replica._snapshot(before + 2).count() - replica.table().count()
     with no_reinit():
         result = replica.sync()
-    assert (result.checkpoint, result.rows, result.commits) == (before + 2, shard_rows, 1)
-    assert DeltaTable.forPath(spark, replica.path).history(1).first()["operation"] == "WRITE"
-    assert_equals_source(replica)
-    put(store, [("a", "w", 20, 0, 3)], 2)  # a@0's version ends: an update, MERGEd
+    # c@10 (re-bounded), d@11, c@12: the newest row of each version, appended (nothing was pending).
+    assert (result.checkpoint, result.rows, result.commits) == (before + 2, 3, 1)
+    assert newest(spark, replica.path)[0] == "WRITE"
+    assert_follows_source(replica)
+    store.seal()  # a MERGE moving every pending row: no read changes, so nothing to copy
     with no_reinit():
-        assert replica.sync().checkpoint == before + 3
-    assert DeltaTable.forPath(spark, replica.path).history(1).first()["operation"] == "MERGE"
-    assert_equals_source(replica)
+        result, jobs = jobs_of(spark, "seal", replica.sync)
+    assert (result.checkpoint, result.rows, result.commits) == (before + 3, 0, 1)
+    operation, metrics = newest(spark, replica.path)
+    assert operation == "WRITE" and metrics.get("numOutputRows", "0") == "0" and jobs <= 1
+    assert_follows_source(replica)
+    put(store, [("a", "w", 20, 0, 5)], 3)
+    with no_reinit():
+        assert replica.sync().rows == 1
+    assert newest(spark, replica.path)[0] == "MERGE"  # the replica's own pending rows: merged by version
+    assert_follows_source(replica)
+    pending = replica.table().where(F.col("segment") == F.lit(PENDING_SEGMENT)).count()
+    assert replica.seal().rows_written >= pending == 4  # its own seal, on its own schedule
+    assert replica.table().where(F.col("segment") == F.lit(PENDING_SEGMENT)).count() == 0
+    assert_follows_source(replica)
+
+
+def test_maintain_seals_compacts_and_vacuums_registered_replicas_on_the_due_rules(
+    spark: SparkSession, tmp_path
+) -> None:
+    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    shard = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
+    shard.sync()
+    put(store, [("a", "y", 10, 0, 2)], 1)
+    shard.sync()
+    done = maintain_replicas(spark, store.path, seal_min_rows=5, optimize_min_files=0, vacuum_interval=HOUR)
+    # a@0 re-bounded and a@10, appended to its pending partition: 2 of the 5 rows that make a seal due.
+    assert done[shard.path]["seal"] == "skipped, 2 of 5 pending rows"
+    done = maintain_replicas(spark, store.path, seal_min_rows=2, optimize_min_files=0, vacuum_interval=HOUR)
+    assert done[shard.path]["seal"].endswith(" rows") and "younger" in done[shard.path]["vacuum"]
+    assert VersionedStore.open(spark, shard.path).pending_commits() == 0
+    with no_reinit():
+        assert shard.sync().versions == 0  # its own seal is no foreign write
+    put(store, [("b", "y", 11, 0, 3)], 2)
+    with no_reinit():
+        shard.sync()
+    assert_follows_source(shard)
 
 
 def test_replica_refuses_writes_and_a_source_without_change_feed_is_refused(
@@ -258,7 +304,7 @@ def test_checkpoint_the_source_no_longer_covers_reinitializes_with_a_warning(
     with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
         result = replica.sync()
     assert result.restored and result.reinitialized_because
-    assert_equals_source(replica)
+    assert_follows_source(replica)
 
 
 def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
@@ -284,7 +330,7 @@ def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
     assert DeltaTable.forPath(spark, replica.path).history(1).first()["version"] == version
     with pytest.warns(ReplicaReinitializedWarning):
         replica.sync()
-    assert_equals_source(replica)
+    assert_follows_source(replica)
 
 
 def test_a_foreign_write_to_the_replica_is_detected_and_repaired(spark: SparkSession, tmp_path) -> None:
@@ -369,50 +415,10 @@ def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the child's own process group: python and its JVM
         child.wait()
-    assert_equals_source(replica)  # whatever committed is a consistent source version
+    assert_follows_source(replica)  # whatever committed is a consistent source version
     replica.sync()
     assert (
         replica.checkpoint()
         == store.table().sparkSession.sql(f"DESCRIBE HISTORY delta.`{store.path}` LIMIT 1").first()["version"]
     )
-    assert_equals_source(replica)
-
-
-def test_a_shard_replica_reads_a_seals_change_files_and_applies_exactly_its_rows(
-    spark: SparkSession, tmp_path
-) -> None:
-    # A seal is one MERGE with deletion vectors; with the Change Data Feed on, Delta writes its changed
-    # rows to change files (AddCDCFile), so the replica reads those, never the data files the seal
-    # re-vectored. What the sync's MERGE then changes is exactly the seal's rows of the shard.
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    keys = "abcdefgh"
-    put(store, [(k, "x", i, 0, i) for i, k in enumerate(keys)], 0)
-    store.seal()
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 2))
-    replica.sync()
-    changed = "abcdef"
-    put(store, [(k, "y", 10 + i, 0, 10 + i) for i, k in enumerate(changed)], 1)  # pending versions
-    with no_reinit():
-        replica.sync()  # the pending rows: an append
-    store.seal()
-    seal = spark.sql(f"DESCRIBE HISTORY delta.`{store.path}` LIMIT 1").first()
-    assert seal["operation"] == "MERGE" and int(seal["operationMetrics"]["numTargetChangeFilesAdded"]) > 0
-    changes = replica._changes(seal["version"], seal["version"])
-    read = {r[0] for r in changes.select(F.input_file_name()).distinct().collect()}
-    assert read and all("/_change_data/" in name for name in read), read
-
-    frame = spark.createDataFrame([(k,) for k in changed], "k string")
-    mine = {r["k"] for r in frame.where(replica._kind().in_shard(replica.shard, frame.schema)).collect()}
-    assert 0 < len(mine) < len(changed)  # both shards have changed keys
-    with no_reinit():
-        result = replica.sync()
-    # Per changed key of the shard: its pending row deleted, its new version inserted as the open one,
-    # its old open version updated (closed, moved into its segment).
-    assert (result.checkpoint, result.rows, result.commits) == (seal["version"], 3 * len(mine), 1)
-    metrics = spark.sql(f"DESCRIBE HISTORY delta.`{replica.path}` LIMIT 1").first()["operationMetrics"]
-    assert {m: int(metrics[m]) for m in ("numTargetRowsDeleted", "numTargetRowsInserted")} == {
-        "numTargetRowsDeleted": len(mine),
-        "numTargetRowsInserted": len(mine),
-    }
-    assert int(metrics["numTargetRowsUpdated"]) == len(mine)
-    assert_equals_source(replica)
+    assert_follows_source(replica)

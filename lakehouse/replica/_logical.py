@@ -1,0 +1,82 @@
+"""The logical changelog of a versioned store, as a shard replica applies it (Kafka's standby replaying the
+changelog topic into a store that compacts on its own schedule, seed 003).
+
+A store's reads are a function of its **versions** (key, ``valid_from``, value, tombstone), its stream time
+and retention: where a version is stored (pending or sealed, which segment) is the store's business, and
+:mod:`lakehouse.versioned.pending` resolves pending rows against sealed ones for every read. So:
+
+- a **batch** commit (``put_all``, a single ``put``) writes new versions and re-bounds old ones: its Change
+  Data Feed minus preimages and deletes (the only rows a batch deletes are versions already expired, which
+  no read returns) is the logical change. A replica writes those rows into **its own pending partition**
+  (an append, or a MERGE confined to that partition when it holds rows), whatever partition the source
+  wrote them to: a pending row replaces a sealed row of the same version in every read, and its
+  ``valid_to`` is the source's bound, which resolution shortens to the next version the replica holds.
+- a **seal**, ``OPTIMIZE`` or ``VACUUM`` changes no read: the replica skips it (its checkpoint moves on)
+  and seals, compacts and vacuums itself on its own schedule (:meth:`Replica.maintain`).
+- an **expiry** drops whole segments below a bound: the replica drops its own segments below the same
+  bound (metadata only). Those hold only versions expired at the source's stream time, as the source's do.
+
+Every version the replica writes was accepted by the source after the replica's last seal (at ``valid_from
+>= stream time - R`` then), or re-bounds a version the replica holds already (whose stored row is then in
+the replica's resolution region, since its ``valid_to`` is above the new bound): the region the store
+resolves from its last seal's stream time stays right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from lakehouse.replica._changes import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, DELETE, PREIMAGE
+from lakehouse.versioned._plan import VALID_FROM
+from lakehouse.versioned.pending import PENDING_SEGMENT
+from lakehouse.versioned.segments import SEGMENT_COL
+
+
+def runs(versions: Sequence[int]) -> list[tuple[int, int]]:
+    """``versions`` (ascending) as runs of consecutive versions ``(first, last)``, both inclusive."""
+    found: list[tuple[int, int]] = []
+    for version in versions:
+        if found and found[-1][1] == version - 1:
+            found[-1] = (found[-1][0], version)
+        else:
+            found.append((version, version))
+    return found
+
+
+def written_versions(changes: DataFrame) -> DataFrame:
+    """The rows a range of batch commits wrote (inserts and update postimages, Change Data Feed columns
+    kept): their new and re-bounded versions."""
+    kind = F.col(CHANGE_TYPE)
+    return changes.where((kind != F.lit(PREIMAGE)) & (kind != F.lit(DELETE)))
+
+
+def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[str], net: bool) -> DataFrame:
+    """The replica's pending rows of ``written`` (:func:`written_versions`): the table's ``columns``, the
+    segment set to the pending partition's.
+
+    ``net``: keep per version (``identity``: the keys and ``valid_from``) only its row of the newest commit
+    (one window over the changes, not the table); without it every row is kept (a single commit writes a
+    version at most once).
+    """
+    if net:
+        newest_first = Window.partitionBy(*[F.col(f"`{c}`") for c in identity]).orderBy(
+            F.col(COMMIT_VERSION).desc()
+        )
+        written = (
+            written.withColumn("_lh_rank", F.row_number().over(newest_first))
+            .where(F.col("_lh_rank") == 1)
+            .drop("_lh_rank")
+        )
+    pending = written.drop(*CDF_COLUMNS).withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
+    return pending.select(*[F.col(f"`{c}`") for c in columns])
+
+
+def pending_match(keys: Sequence[str], target: str = "t", source: str = "s") -> Column:
+    """MERGE condition: a target row is the pending row of the source row's version."""
+    condition = F.col(f"{target}.{SEGMENT_COL}") == F.lit(PENDING_SEGMENT)
+    for column in (*keys, VALID_FROM):
+        condition = condition & (F.col(f"{target}.`{column}`") == F.col(f"{source}.`{column}`"))
+    return condition
