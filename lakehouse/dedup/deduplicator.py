@@ -46,7 +46,8 @@ appends a record with a non-null offset only if the sink (and the batch) do not 
 already: its ``(partition, offset)`` (``(topic, partition, offset)`` when the records have a ``topic``
 column) *and* the same value in every other column. A record at a held offset with other content is new
 (offsets reset: a topic re-created, a landing folder re-used) and is appended: no record is dropped for
-its offset alone. A deduplicator whose records have no ``topic`` column is refused at its first batch
+its offset alone. A reset acknowledged by a new ``incarnation`` makes even an identical record at a held
+offset new (:mod:`lakehouse.dedup.incarnation`). A deduplicator whose records have no ``topic`` column is refused at its first batch
 into a sink another index or writer appends to (two sources' offsets would collide). Only records
 that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
 null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
@@ -87,6 +88,7 @@ from lakehouse.commit_log import (
 )
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
+from lakehouse.dedup.incarnation import recorded_batch_id, require_incarnation, rows_since, start_version
 from lakehouse.dedup.records import DedupStats, PurgeResult
 from lakehouse.dedup.settings import (
     BATCH_COL,
@@ -138,12 +140,18 @@ class Deduplicator:
     """
 
     def __init__(
-        self, spark: SparkSession, path: str, settings: DedupSettings, writer: str | None = None
+        self,
+        spark: SparkSession,
+        path: str,
+        settings: DedupSettings,
+        writer: str | None = None,
+        incarnation: int = 0,
     ) -> None:
         self.spark = spark
         self.path = path
         self.settings = settings
         self.writer = writer
+        self.incarnation = require_incarnation(incarnation)
         self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,), writer, fenced=True)
         self._stats: DedupStats | None = None
         self._cached: DataFrame | None = None
@@ -166,6 +174,7 @@ class Deduplicator:
         bucket_width: timedelta | None = None,
         quarantine_path: str | None = None,
         writer: str | None = None,
+        incarnation: int = 0,
     ) -> Deduplicator:
         """Create the seen-ID index at ``path`` (or open it if it exists with the same settings).
 
@@ -176,6 +185,7 @@ class Deduplicator:
             quarantine_path: Optional Delta table keeping every dropped duplicate and the entry that
                 caused the drop (partitioned by batch id).
             writer: The job writing batches through this handle (see :meth:`open`).
+            incarnation: The incarnation of the source the batches come from (see :meth:`open`).
 
         Raises:
             InvalidInputError: negative interval, empty or reserved ``by``, bucket width under 1 ms, a bad
@@ -194,7 +204,7 @@ class Deduplicator:
             quarantine_path=quarantine_path,
         )
         if DeltaTable.isDeltaTable(spark, path):
-            existing = cls.open(spark, path, writer=writer)
+            existing = cls.open(spark, path, writer=writer, incarnation=incarnation)
             settings.check_same(path, existing.settings)
             return existing
         # The quarantine first: an index exists only with its quarantine, so a crash between the two
@@ -215,10 +225,12 @@ class Deduplicator:
             properties=settings.properties(),
             created_with=delta_ops.CHANGE_FEED,
         )
-        return cls(spark, path, settings, writer)
+        return cls(spark, path, settings, writer, incarnation)
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str, *, writer: str | None = None) -> Deduplicator:
+    def open(
+        cls, spark: SparkSession, path: str, *, writer: str | None = None, incarnation: int = 0
+    ) -> Deduplicator:
         """Open an existing index; its settings are read back from the table's properties.
 
         Args:
@@ -227,14 +239,21 @@ class Deduplicator:
                 deduplicate into one index with their own batch ids never take each other's batches for
                 replays; the tasks' stream times are the index's, whoever advanced them. Default: the
                 unnamed writer (one job per index).
+            incarnation: Which life of the source the batches come from (default 0). Bump it to
+                acknowledge that the source's offsets started again (a topic deleted and re-created, a
+                landing folder re-used): batch ids start again from 0, and a record at an offset the
+                sink holds is a re-delivery only if the sink got it from this incarnation, so records
+                identical to the old incarnation's are written as new
+                (:mod:`lakehouse.dedup.incarnation`).
 
         Raises:
             NotALakehouseTableError: ``path`` holds no seen-ID index.
-            InvalidInputError: ``writer`` is empty or contains ``/``.
+            InvalidInputError: ``writer`` is empty or contains ``/``, ``incarnation`` is not an integer
+                in ``[0, MAX_INCARNATION]``.
         """
         path = resolve_path(path)
         settings = DedupSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
-        return cls(spark, path, settings, writer)
+        return cls(spark, path, settings, writer, incarnation)
 
     # ------------------------------------------------------------------ state
     @property
@@ -277,7 +296,8 @@ class Deduplicator:
             InvalidInputError: a NULL timestamp or partition (nothing written), or a batch id below the
                 last committed one that was never committed.
         """
-        resolved, _ = self._apply(df, batch_id)
+        resolved, _ = self._apply(df, recorded_batch_id(self.incarnation, batch_id))
+        self._stats = replace(self._stats, batch_id=batch_id) if self._stats else None
         return _forwarded(resolved, df.columns)
 
     def run(self, df: DataFrame, batch_id: int, sink: str) -> DedupStats:
@@ -293,20 +313,23 @@ class Deduplicator:
                 (checked before anything is committed).
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
+        recorded = recorded_batch_id(self.incarnation, batch_id)
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
         if sink_exists and "topic" not in df.columns:
             _refuse_shared_sink(sink_log)
+        since = start_version(self.spark, sink, sink_log.txn_app_id, self.incarnation, df.schema)
+        held = sink if sink_exists or since is not None else None
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
             rows = _forwarded(resolved, df.columns)
             if stats.replayed or stats.late or stats.null_ids:
-                rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
-            return sink_log.planned_append(_few_files(rows, stats.forwarded), batch_id, {}, index=self.path)
+                rows = _without_redeliveries(resolved, df.columns, held, since)
+            return sink_log.planned_append(_few_files(rows, stats.forwarded), recorded, {}, index=self.path)
 
-        _, stats = self._apply(df, batch_id, sink_append)
-        self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
+        _, stats = self._apply(df, recorded, sink_append)
+        self._stats = replace(stats, batch_id=batch_id, sink_rows=_rows_appended(sink_log, recorded))
         return self._stats
 
     def purge(self) -> PurgeResult:
@@ -621,16 +644,19 @@ def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
 
 
-def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str | None) -> DataFrame:
+def _without_redeliveries(
+    resolved: DataFrame, columns: Sequence[str], sink: str | None, since: int | None
+) -> DataFrame:
     """The forwarded records less the re-deliveries of a record the sink or the batch holds.
 
     A re-delivery is the same record again: the same ``(topic,) partition, offset`` *and* the same value
-    in every other column (the timestamp included). A record at an offset the sink holds with any other
-    content is a new record (the source's offsets were reset, or another source shares the sink) and is
-    kept: no record is dropped for its offset alone. Plain forwarded records are kept as they are (they
-    cannot be re-deliveries, see the module doc); replayed, late and null-id records with a non-null
-    offset are kept once per distinct record and only if neither the sink nor this batch's plain
-    forwarded records hold it.
+    in every other column (the timestamp included), from the same incarnation of the source (the sink's
+    rows committed after version ``since``; None: all of them). A record at an offset the sink holds with
+    any other content, or from an earlier incarnation, is a new record (the source's offsets were reset,
+    or another source shares the sink) and is kept: no record is dropped for its offset alone. Plain
+    forwarded records are kept as they are (they cannot be re-deliveries, see the module doc); replayed,
+    late and null-id records with a non-null offset are kept once per distinct record and only if neither
+    the sink nor this batch's plain forwarded records hold it.
     """
     spark = resolved.sparkSession
     schema = resolved.select(*columns).schema
@@ -652,7 +678,10 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
             for r in ranges
         )
         if in_ranges:
-            held = held.unionByName(spark.read.format("delta").load(sink).where(in_ranges).select(*columns))
+            rows = spark.read.format("delta").load(sink).where(in_ranges)
+            if since is not None:
+                rows = rows.where(rows_since(since))
+            held = held.unionByName(rows.select(*columns))
     # The same record delivered twice: keeping one copy is the specified semantics here.
     keyed = _with_record_key(identified, schema).dropDuplicates([*ids, _RECORD_KEY])
     kept = keyed.join(

@@ -49,6 +49,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
         interval=spec.dedup_interval,
         quarantine_path=tables.quarantine if spec.quarantine else None,
         writer=spec.name,
+        incarnation=spec.records_incarnation,
     )
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:

@@ -118,3 +118,44 @@ def _json(row: dict[str, object]) -> str:
     import json
 
     return json.dumps(row)
+
+
+def test_after_an_acknowledged_reset_identical_records_at_held_offsets_are_new(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Incarnation 1 of the source re-uses incarnation 0's offsets with records equal in every column (a
+    NULL id, an id seen before, a late one): all are written. Re-deliveries within incarnation 1 are
+    still written once, also after OPTIMIZE rewrote the sink's files; incarnation 0 cannot run again."""
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    records = [
+        Rec((None,), 100, 0, 0, "null-0"),
+        Rec(("a",), 100, 0, 1, "a"),
+        Rec(("b",), 200, 0, 2, "b"),
+        Rec(("c",), 50, 0, 3, "late-c"),
+    ]
+    old = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    assert old.run(frame(spark, records, ("id",)), 0, sink).sink_rows == 4
+    assert old.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0  # a re-delivery
+    new = Deduplicator.open(spark, index, incarnation=1)
+    stats = new.run(frame(spark, records, ("id",)), 0, sink)  # batch ids start again
+    assert (stats.batch_id, stats.replay, stats.sink_rows) == (0, False, 4)
+    assert _sink_labels(spark, sink) == sorted(2 * ["null-0", "a", "b", "late-c"])
+    assert new.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0
+    spark.sql(f"OPTIMIZE delta.`{sink}`")
+    assert new.run(frame(spark, records, ("id",)), 2, sink).sink_rows == 0
+    assert len(_sink_labels(spark, sink)) == 8
+    with pytest.raises(InvalidInputError, match="batch ids must increase"):
+        old.run(frame(spark, records, ("id",)), 2, sink)
+    with pytest.raises(InvalidInputError, match="incarnation must be"):
+        Deduplicator.open(spark, index, incarnation=-1)
+
+
+def test_a_new_incarnation_into_a_new_sink_still_writes_each_record_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    dedup = Deduplicator.create(spark, index, by="id", interval=INTERVAL, incarnation=2)
+    records = [Rec((None,), 100, 0, 0, "null-0"), Rec(("a",), 100, 0, 1, "a")]
+    assert dedup.run(frame(spark, records, ("id",)), 0, sink).sink_rows == 2
+    assert dedup.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0
+    assert _sink_labels(spark, sink) == ["a", "null-0"]
