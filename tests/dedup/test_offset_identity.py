@@ -4,6 +4,7 @@ new."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,10 +13,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.dedup import Deduplicator
-from lakehouse.errors import InvalidInputError
+from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
 from tests.dedup.helpers import frame, labels
-from tests.pipeline.helpers import land, spec, txn
+from tests.pipeline.helpers import RECORDS_DDL, land, spec, txn
 from tests.reference.dedup import Rec
 
 INTERVAL = timedelta(seconds=10)
@@ -159,3 +160,51 @@ def test_a_new_incarnation_into_a_new_sink_still_writes_each_record_once(
     assert dedup.run(frame(spark, records, ("id",)), 0, sink).sink_rows == 2
     assert dedup.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0
     assert _sink_labels(spark, sink) == ["a", "null-0"]
+
+
+@pytest.mark.slow
+def test_records_incarnation_acknowledges_a_reused_landing_folder_in_the_pipeline(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A re-used landing folder brings a record identical to one the sink holds (a NULL id at a held
+    offset): with ``records_incarnation`` bumped it is written, and the files read before are not read
+    again (t1 stays one row)."""
+    landing = tmp_path / "landing" / "transactions"
+    first = [{**txn(0, "EUR", 30, 0), "txn_id": None}, txn(1, "EUR", 31, 1)]
+    land(landing, "f0", first)
+    run_pipeline(spark, spec(tmp_path, max_files_per_trigger=0), "ingest", emit=lambda m: None)
+    land(landing, "f1", first[:1])
+    acknowledged = spec(tmp_path, max_files_per_trigger=0, records_incarnation=1)
+    run_pipeline(spark, acknowledged, "ingest", emit=lambda m: None)
+    deduped = spark.read.format("delta").load(acknowledged.tables.deduped)
+    assert sorted((r["key"], r["offset"]) for r in deduped.collect()) == [("t0", 0), ("t0", 0), ("t1", 1)]
+
+
+@pytest.mark.slow
+def test_records_incarnation_acknowledges_a_recreated_delta_source_in_the_pipeline(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A Delta source table deleted and re-created stops ingest in one line naming the source; with
+    ``records_incarnation`` bumped the re-created table's rows (identical to the old ones) are written."""
+    first = [{**txn(0, "EUR", 30, 0), "txn_id": None}, txn(1, "EUR", 31, 1)]
+    source = str(tmp_path / "records_delta")
+    delta = spec(tmp_path / "d", records=source, records_format="delta", max_files_per_trigger=0)
+    rows = spark.read.schema(RECORDS_DDL).json(spark.sparkContext.parallelize([_json(r) for r in first]))
+    rows.write.format("delta").save(source)
+    run_pipeline(spark, delta, "ingest", emit=lambda m: None)
+    shutil.rmtree(source)
+    rows.write.format("delta").save(source)
+    with pytest.raises(LakehouseError) as stopped:
+        run_pipeline(spark, delta, "ingest", emit=lambda m: None)
+    message = str(stopped.value)
+    assert "\n" not in message and f"the source {source} was re-created" in message
+    assert "records_incarnation=1" in message
+    bumped = spec(tmp_path / "d", records=source, records_format="delta", records_incarnation=1)
+    run_pipeline(spark, bumped, "ingest", emit=lambda m: None)
+    again = spark.read.format("delta").load(bumped.tables.deduped)
+    assert sorted((r["key"], r["offset"]) for r in again.collect()) == [
+        ("t0", 0),
+        ("t0", 0),
+        ("t1", 1),
+        ("t1", 1),
+    ]
