@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import SparkSession
@@ -114,3 +116,35 @@ def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
     with pytest.raises(DamagedTableError, match=r"no commit|deleted"):
         store.get("a")
     assert not table_health(spark, str(path)).sound
+
+
+def _delete_last_data_file(path: Path) -> str:
+    """Delete the data file the store's last commit added (it holds key a's latest version); its name."""
+    last = json.loads(
+        next(line for line in _commits(path / "_delta_log")[-1].read_text().splitlines() if '"add"' in line)
+    )
+    name = unquote(last["add"]["path"])
+    (path / name).unlink()
+    return name
+
+
+READS_AND_WRITES: dict[str, Callable[[VersionedStore, SparkSession], object]] = {
+    "get": lambda store, spark: store.get("a"),
+    "seal": lambda store, spark: store.seal(),
+    "put_all": lambda store, spark: store.put_all(batch_frame(spark, [("a", "a4", 400, 0, 4)])),
+}
+
+
+@pytest.mark.parametrize("call", list(READS_AND_WRITES))
+def test_a_deleted_data_file_reached_by_a_read_or_write_is_named_and_nothing_is_written(
+    spark: SparkSession, sound_store: Path, tmp_path: Path, call: str
+) -> None:
+    path = tmp_path / "store"
+    shutil.copytree(sound_store, path)
+    name = _delete_last_data_file(path)
+    files = sorted(p.name for p in (path / "_delta_log").iterdir())
+    with pytest.raises(DamagedTableError, match="is missing") as raised:
+        READS_AND_WRITES[call](VersionedStore.open(spark, str(path)), spark)
+    message = str(raised.value)
+    assert "\n" not in message and str(path) in message and name in message and "RESTORE TABLE" in message
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == files

@@ -87,6 +87,7 @@ from lakehouse.commit_log import (
     require_writer_name,
     txn_app_ids,
 )
+from lakehouse.damage import names_missing_files
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
 from lakehouse.dedup.incarnation import recorded_batch_id, require_incarnation, rows_since, start_version
@@ -283,6 +284,7 @@ class Deduplicator:
         return {task: from_micros(us) for task, us in stream_times.items()}
 
     # ------------------------------------------------------------------ batches
+    @names_missing_files
     def apply(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
         """Deduplicate one batch and commit the index; return the forwarded records (``df``'s columns).
 
@@ -301,6 +303,7 @@ class Deduplicator:
         self._stats = replace(self._stats, batch_id=batch_id) if self._stats else None
         return _forwarded(resolved, df.columns)
 
+    @names_missing_files
     def run(self, df: DataFrame, batch_id: int, sink: str) -> DedupStats:
         """``apply`` and append the forwarded records to the Delta table ``sink``, exactly once.
 
