@@ -87,14 +87,22 @@ def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
     shutil.copytree(sound_store, path)
     harm, says = DAMAGES[damage]
     harm(path / "_delta_log")
+    _refused_in_one_line(spark, path, says, lambda store, spark: store.get("a"))
+    assert not table_health(spark, str(path)).sound
+
+
+def _refused_in_one_line(
+    spark: SparkSession, path: Path, says: str, call: Callable[[VersionedStore, SparkSession], object]
+) -> str:
+    """``call`` on the store at ``path`` raises one ``DamagedTableError`` line naming the table, the
+    damage (``says``) and the recovery, and writes nothing; the message."""
     files = sorted(p.name for p in (path / "_delta_log").iterdir())
     with pytest.raises(DamagedTableError, match=says) as raised:
-        store = VersionedStore.open(spark, str(path))
-        store.get("a")
+        call(VersionedStore.open(spark, str(path)), spark)
     message = str(raised.value)
     assert "\n" not in message and str(path) in message and "RESTORE TABLE" in message
-    assert not table_health(spark, str(path)).sound
     assert sorted(p.name for p in (path / "_delta_log").iterdir()) == files
+    return message
 
 
 def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
@@ -142,9 +150,4 @@ def test_a_deleted_data_file_reached_by_a_read_or_write_is_named_and_nothing_is_
     path = tmp_path / "store"
     shutil.copytree(sound_store, path)
     name = _delete_last_data_file(path)
-    files = sorted(p.name for p in (path / "_delta_log").iterdir())
-    with pytest.raises(DamagedTableError, match="is missing") as raised:
-        READS_AND_WRITES[call](VersionedStore.open(spark, str(path)), spark)
-    message = str(raised.value)
-    assert "\n" not in message and str(path) in message and name in message and "RESTORE TABLE" in message
-    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == files
+    assert name in _refused_in_one_line(spark, path, "is missing", READS_AND_WRITES[call])
