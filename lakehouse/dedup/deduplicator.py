@@ -73,7 +73,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.catalog import lakehouse_properties, path_exists
+from lakehouse.catalog import hadoop_fs, hadoop_path, lakehouse_properties, list_files, path_exists
 from lakehouse.commit_log import (
     CONFLICTS,
     INPUT_FINGERPRINT,
@@ -120,8 +120,10 @@ _STREAM_TIME = "stream_time_us"
 #: Rows per write task of an append (:func:`_few_files`): a batch adds about one file per table partition
 #: and million rows, so the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
 _ROWS_PER_FILE = 1_000_000
-#: How long a sink folder that is not a Delta table may take to become one (a concurrent first commit).
-_SINK_CREATION_WAIT_S = 10.0
+#: How long a sink folder that is not a Delta table must have been left unchanged to be refused: until then
+#: it may be a sink another writer is creating (its data files land before its first commit, and that
+#: commit can follow them by many seconds on a loaded machine).
+_SINK_CREATION_QUIET_S = 30.0
 #: A record's whole content as one comparable value (see :func:`_with_record_key`).
 _RECORD_KEY = "_lh_record"
 _RECORD_COLUMNS = T.StructType(
@@ -610,14 +612,17 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     ``schema`` with the same type.
 
     A folder that is not a Delta table yet may be one another writer is creating (its data files land
-    before its first commit): it is refused only if it is still not one :data:`_SINK_CREATION_WAIT_S`
-    seconds later.
+    before its first commit): it is refused once nothing in it has changed for
+    :data:`_SINK_CREATION_QUIET_S` seconds (at once if it is older). A fixed wait from the first look
+    refused a sink whose creator was slow to commit (seen under load: a concurrent writer's retry).
     """
     if not path_exists(spark, sink):
         return False
-    deadline = time.monotonic() + _SINK_CREATION_WAIT_S
     while not DeltaTable.isDeltaTable(spark, sink):
-        if time.monotonic() > deadline:
+        changed_ms = max(
+            int(status.getModificationTime()) for status in [*list_files(spark, sink), _status(spark, sink)]
+        )
+        if time.time() - changed_ms / 1000 > _SINK_CREATION_QUIET_S:
             raise InvalidInputError(
                 f"the dedup sink {sink} exists and is not a Delta table: nothing was written"
             )
@@ -625,6 +630,11 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     sink_schema = spark.read.format("delta").load(sink).schema
     require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
     return True
+
+
+def _status(spark: SparkSession, path: str) -> Any:
+    """The Hadoop ``FileStatus`` of ``path`` itself."""
+    return hadoop_fs(spark, path).getFileStatus(hadoop_path(spark, path))
 
 
 def _refuse_shared_sink(sink_log: CommitLog) -> None:

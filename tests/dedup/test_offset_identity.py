@@ -4,7 +4,10 @@ new."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.dedup import Deduplicator
+from lakehouse.dedup import Deduplicator, deduplicator
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
 from tests.dedup.helpers import frame, labels
@@ -208,3 +211,41 @@ def test_records_incarnation_acknowledges_a_recreated_delta_source_in_the_pipeli
         ("t1", 1),
         ("t1", 1),
     ]
+
+
+def test_a_sink_folder_is_refused_once_quiet_and_waited_for_while_another_writer_creates_it(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sink another writer is creating holds data files before its first commit, which may come many
+    seconds later on a loaded machine: it is waited for while files keep landing. A folder left unchanged
+    for the quiet time is not a sink being created: refused in one line, nothing written."""
+    monkeypatch.setattr(deduplicator, "_SINK_CREATION_QUIET_S", 2.0)
+    dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
+    records = frame(spark, [Rec(("a",), 100, 0, 0, "a")], ("id",))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "part-0.parquet").write_bytes(b"not a table")
+    os.utime(old / "part-0.parquet", (0, 0))
+    os.utime(old, (0, 0))
+    with pytest.raises(InvalidInputError, match="is not a Delta table") as refused:
+        dedup.run(records, 0, str(old))
+    assert (
+        "\n" not in str(refused.value) and not (tmp_path / "index" / "_delta_log" / f"{1:020d}.json").exists()
+    )
+
+    creating = tmp_path / "creating"
+    creating.mkdir()
+
+    def create_slowly() -> None:  # files land for 4 s (twice the quiet time), then the first commit
+        for n in range(8):
+            (creating / f"part-{n}.tmp").write_bytes(b"")
+            time.sleep(0.5)
+        records.limit(0).write.format("delta").mode("append").save(str(creating))
+
+    creator = threading.Thread(target=create_slowly)
+    creator.start()
+    try:
+        assert dedup.run(records, 0, str(creating)).sink_rows == 1
+    finally:
+        creator.join()
+    assert _sink_labels(spark, str(creating)) == ["a"]
