@@ -79,6 +79,13 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
+READS_AND_WRITES: dict[str, Callable[[VersionedStore, SparkSession], object]] = {
+    "get": lambda store, spark: store.get("a"),
+    "seal": lambda store, spark: store.seal(),
+    "put_all": lambda store, spark: store.put_all(batch_frame(spark, [("a", "a4", 400, 0, 4)])),
+}
+
+
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
     spark: SparkSession, sound_store: Path, tmp_path: Path, damage: str
@@ -88,6 +95,7 @@ def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
     harm, says = DAMAGES[damage]
     harm(path / "_delta_log")
     _refused_in_one_line(spark, path, says, lambda store, spark: store.get("a"))
+    _refused_in_one_line(spark, path, says, READS_AND_WRITES["put_all"])  # no write on top either
     assert not table_health(spark, str(path)).sound
 
 
@@ -134,13 +142,6 @@ def _delete_last_data_file(path: Path) -> str:
     name = unquote(last["add"]["path"])
     (path / name).unlink()
     return name
-
-
-READS_AND_WRITES: dict[str, Callable[[VersionedStore, SparkSession], object]] = {
-    "get": lambda store, spark: store.get("a"),
-    "seal": lambda store, spark: store.seal(),
-    "put_all": lambda store, spark: store.put_all(batch_frame(spark, [("a", "a4", 400, 0, 4)])),
-}
 
 
 @pytest.mark.parametrize("call", list(READS_AND_WRITES))
