@@ -325,10 +325,11 @@ class Deduplicator:
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
         if sink_exists and "topic" not in df.columns:
             _refuse_shared_sink(sink_log)
-        since = start_version(self.spark, sink, sink_log.txn_app_id, self.incarnation, df.schema)
-        held = sink if sink_exists or since is not None else None
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
+            # After the batch's checks (bad input writes nothing): may create the sink (incarnation > 0).
+            since = start_version(self.spark, sink, sink_log.txn_app_id, self.incarnation, df.schema)
+            held = sink if sink_exists or since is not None else None
             rows = _forwarded(resolved, df.columns)
             if stats.replayed or stats.late or stats.null_ids:
                 rows = _without_redeliveries(resolved, df.columns, held, since)
