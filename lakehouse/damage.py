@@ -13,16 +13,21 @@ through):
   checkpoint): four bytes read once per checkpoint.
 
 What it cannot see: a damage that leaves a valid-looking log (a commit's ``add`` line removed whole, a
-data file rewritten with other rows) reads as a valid table; a data file deleted from under the table is
-found by a read of that file, or by :func:`table_health` (``lakehouse doctor TABLE``), which lists the
-table's files. See docs/recovery.md.
+data file rewritten with other rows) reads as a valid table. A data file deleted from under the table is
+found where a read or a write reaches that file (:func:`names_missing_files` makes Spark's error there one
+``DamagedTableError`` line, and the write commits nothing), or by :func:`table_health`
+(``lakehouse doctor TABLE``), which lists every file of the table. See docs/recovery.md.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
@@ -31,6 +36,10 @@ from pyspark.sql import SparkSession
 from lakehouse.errors import DamagedTableError, first_line
 
 _PARQUET_MAGIC = b"PAR1"
+#: A data file's path in Spark's error for a file it could not read (``FAILED_READ_FILE``, Hadoop's
+#: ``FileNotFoundException``): a URI or absolute path ending in ``.parquet``.
+_DATA_FILE = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?/[^\s'\"`\[\]]*?\.parquet")
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 #: Per table path: the (version, size) of its newest commit file found sound; the (path, version) of the
 #: checkpoints found sound.
 _checked: dict[str, tuple[int, int]] = {}
@@ -136,3 +145,52 @@ def _read(spark: SparkSession, hadoop_path: Any, length: int, at: int = 0) -> by
         return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length))
     finally:
         stream.close()
+
+
+def names_missing_files(method: _Method) -> _Method:
+    """Decorate a method of a table handle (an object with ``spark``) whose Spark jobs read a table's
+    data files: Spark's error for a data file that no longer exists becomes one
+    :class:`~lakehouse.errors.DamagedTableError` line naming the table, the file and what to do.
+
+    Costs nothing until a job fails: the check runs on the failure only (a few file system calls). A
+    write that reads the missing file fails before its commit, so nothing is written; a write that does
+    not reach it commits (its cost follows its batch, not the table: ``lakehouse doctor TABLE`` checks
+    every file).
+    """
+
+    @functools.wraps(method)
+    def named(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:
+            damage = missing_file_damage(self.spark, error)
+            if damage is None:
+                raise
+            raise damage from None
+
+    return named  # type: ignore[return-value]
+
+
+def missing_file_damage(spark: SparkSession, error: BaseException) -> DamagedTableError | None:
+    """The :class:`DamagedTableError` of a Spark error raised reading a data file that does not exist
+    (any table: found by the ``_delta_log`` next to one of the file's parent folders), else None."""
+    text = str(error)
+    if "FAILED_READ_FILE" not in text and "FileNotFoundException" not in text:
+        return None
+    for found in dict.fromkeys(_DATA_FILE.findall(text)):
+        if _exists(spark, found):
+            continue
+        folder = found
+        while "/" in folder.rstrip("/"):
+            folder = folder.rstrip("/").rsplit("/", 1)[0]
+            if _exists(spark, f"{folder}/_delta_log"):
+                name = unquote(found[len(folder) + 1 :])
+                return DamagedTableError(folder, f"its data file {name} is missing (deleted from storage)")
+    return None
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hadoop_path))  # type: ignore[union-attr]

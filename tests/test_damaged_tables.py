@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import SparkSession
@@ -77,6 +79,13 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
+READS_AND_WRITES: dict[str, Callable[[VersionedStore, SparkSession], object]] = {
+    "get": lambda store, spark: store.get("a"),
+    "seal": lambda store, spark: store.seal(),
+    "put_all": lambda store, spark: store.put_all(batch_frame(spark, [("a", "a4", 400, 0, 4)])),
+}
+
+
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
     spark: SparkSession, sound_store: Path, tmp_path: Path, damage: str
@@ -85,14 +94,23 @@ def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
     shutil.copytree(sound_store, path)
     harm, says = DAMAGES[damage]
     harm(path / "_delta_log")
+    _refused_in_one_line(spark, path, says, lambda store, spark: store.get("a"))
+    _refused_in_one_line(spark, path, says, READS_AND_WRITES["put_all"])  # no write on top either
+    assert not table_health(spark, str(path)).sound
+
+
+def _refused_in_one_line(
+    spark: SparkSession, path: Path, says: str, call: Callable[[VersionedStore, SparkSession], object]
+) -> str:
+    """``call`` on the store at ``path`` raises one ``DamagedTableError`` line naming the table, the
+    damage (``says``) and the recovery, and writes nothing; the message."""
     files = sorted(p.name for p in (path / "_delta_log").iterdir())
     with pytest.raises(DamagedTableError, match=says) as raised:
-        store = VersionedStore.open(spark, str(path))
-        store.get("a")
+        call(VersionedStore.open(spark, str(path)), spark)
     message = str(raised.value)
     assert "\n" not in message and str(path) in message and "RESTORE TABLE" in message
-    assert not table_health(spark, str(path)).sound
     assert sorted(p.name for p in (path / "_delta_log").iterdir()) == files
+    return message
 
 
 def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
@@ -114,3 +132,23 @@ def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
     with pytest.raises(DamagedTableError, match=r"no commit|deleted"):
         store.get("a")
     assert not table_health(spark, str(path)).sound
+
+
+def _delete_last_data_file(path: Path) -> str:
+    """Delete the data file the store's last commit added (it holds key a's latest version); its name."""
+    last = json.loads(
+        next(line for line in _commits(path / "_delta_log")[-1].read_text().splitlines() if '"add"' in line)
+    )
+    name = unquote(last["add"]["path"])
+    (path / name).unlink()
+    return name
+
+
+@pytest.mark.parametrize("call", list(READS_AND_WRITES))
+def test_a_deleted_data_file_reached_by_a_read_or_write_is_named_and_nothing_is_written(
+    spark: SparkSession, sound_store: Path, tmp_path: Path, call: str
+) -> None:
+    path = tmp_path / "store"
+    shutil.copytree(sound_store, path)
+    name = _delete_last_data_file(path)
+    assert name in _refused_in_one_line(spark, path, "is missing", READS_AND_WRITES[call])

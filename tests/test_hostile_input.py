@@ -210,7 +210,7 @@ def test_a_grace_join_without_its_timestamp_or_into_a_sink_of_another_schema_is_
     with pytest.raises(LakehouseError, match="grace sink") as raised:
         asof_join_with_grace(stream, store, batch_id=0, **run)
     _one_line(raised)
-    assert _versions(spark, [sink]) == [0]
+    assert _versions(spark, [sink]) == [0] and not (tmp_path / "pending").exists()
     CASES["refused: grace join, missing timestamp / sink of another schema"] += 2
 
 

@@ -82,6 +82,13 @@ def asof_join_with_grace(
     pending_path, sink_path = resolve_path(pending_path), resolve_path(sink_path)
     options = JoinOptions(timestamp, how, prefix, suffix)
     spark = stream_df.sparkSession
+    source = source_of(store, None)  # rows and stream time of one Delta version of the store
+    if DeltaTable.isDeltaTable(spark, sink_path):  # checked before anything is written
+        require_columns(
+            spark.read.format("delta").load(sink_path).schema,
+            join_source(stream_df, source, options).frame.schema,
+            f"the grace sink {sink_path} cannot take the join's rows (nothing was written)",
+        )
     if not DeltaTable.isDeltaTable(spark, pending_path):
         CommitLog(spark, pending_path, APP_ID).check_new(batch_id, None)  # a bad batch id creates nothing
         stream_df.limit(0).write.format("delta").save(pending_path)
@@ -92,7 +99,6 @@ def asof_join_with_grace(
         return GraceRunResult(
             batch_id, 0, _count(spark, pending_path), _recorded_cutoff(spark, sink, batch_id), True
         )
-    source = source_of(store, None)  # rows and stream time of one Delta version of the store
     cutoff_us = _cutoff_us(spark, source.stream_time_us, grace, sink, batch_id)
     # The pending table pinned to the version read (it is overwritten later in the same run).
     waiting = spark.read.format("delta").option("versionAsOf", recorded.version).load(pending_path)
@@ -100,12 +106,6 @@ def asof_join_with_grace(
     t = F.col(timestamp)
     ready_now = t.isNull() if cutoff_us is None else t.isNull() | (t <= timestamp_lit(cutoff_us))
     joined = join_source(combined.where(ready_now), source, options).frame
-    if DeltaTable.isDeltaTable(spark, sink_path):
-        require_columns(
-            spark.read.format("delta").load(sink_path).schema,
-            joined.schema,
-            f"the grace sink {sink_path} cannot take the join's rows (nothing was appended)",
-        )
     # Order matters for crash safety: the sink commit records the cutoff a re-run must reuse.
     _append_to_sink(joined, sink, batch_id, cutoff_us)
     emitted = _rows_written(sink, batch_id)

@@ -46,8 +46,10 @@ appends a record with a non-null offset only if the sink (and the batch) do not 
 already: its ``(partition, offset)`` (``(topic, partition, offset)`` when the records have a ``topic``
 column) *and* the same value in every other column. A record at a held offset with other content is new
 (offsets reset: a topic re-created, a landing folder re-used) and is appended: no record is dropped for
-its offset alone. A deduplicator whose records have no ``topic`` column is refused at its first batch
-into a sink another index or writer appends to (two sources' offsets would collide). Only records
+its offset alone. A reset acknowledged by a new ``incarnation`` makes even an identical record at a held
+offset new (:mod:`lakehouse.dedup.incarnation`). A deduplicator whose records have no ``topic`` column
+is refused at its first batch into a sink another index or writer appends to (two sources' offsets
+would collide). Only records
 that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
 null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
 re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
@@ -71,7 +73,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.catalog import lakehouse_properties, path_exists
+from lakehouse.catalog import hadoop_fs, hadoop_path, lakehouse_properties, list_files, path_exists
 from lakehouse.commit_log import (
     CONFLICTS,
     INPUT_FINGERPRINT,
@@ -85,8 +87,10 @@ from lakehouse.commit_log import (
     require_writer_name,
     txn_app_ids,
 )
+from lakehouse.damage import names_missing_files
 from lakehouse.dedup import _resolve
 from lakehouse.dedup._resolve import CAUSE_COL, DECISION_COL, SAVED_COL, TASK, TIMESTAMP_COL
+from lakehouse.dedup.incarnation import recorded_batch_id, require_incarnation, rows_since, start_version
 from lakehouse.dedup.records import DedupStats, PurgeResult
 from lakehouse.dedup.settings import (
     BATCH_COL,
@@ -116,8 +120,10 @@ _STREAM_TIME = "stream_time_us"
 #: Rows per write task of an append (:func:`_few_files`): a batch adds about one file per table partition
 #: and million rows, so the tables need OPTIMIZE rarely (the pipeline's ``optimize_min_files``).
 _ROWS_PER_FILE = 1_000_000
-#: How long a sink folder that is not a Delta table may take to become one (a concurrent first commit).
-_SINK_CREATION_WAIT_S = 10.0
+#: How long a sink folder that is not a Delta table must have been left unchanged to be refused: until then
+#: it may be a sink another writer is creating (its data files land before its first commit, and that
+#: commit can follow them by many seconds on a loaded machine).
+_SINK_CREATION_QUIET_S = 30.0
 #: A record's whole content as one comparable value (see :func:`_with_record_key`).
 _RECORD_KEY = "_lh_record"
 _RECORD_COLUMNS = T.StructType(
@@ -138,12 +144,18 @@ class Deduplicator:
     """
 
     def __init__(
-        self, spark: SparkSession, path: str, settings: DedupSettings, writer: str | None = None
+        self,
+        spark: SparkSession,
+        path: str,
+        settings: DedupSettings,
+        writer: str | None = None,
+        incarnation: int = 0,
     ) -> None:
         self.spark = spark
         self.path = path
         self.settings = settings
         self.writer = writer
+        self.incarnation = require_incarnation(incarnation)
         self._log = CommitLog(spark, path, APP_ID, (_STREAM_TIME,), writer, fenced=True)
         self._stats: DedupStats | None = None
         self._cached: DataFrame | None = None
@@ -166,6 +178,7 @@ class Deduplicator:
         bucket_width: timedelta | None = None,
         quarantine_path: str | None = None,
         writer: str | None = None,
+        incarnation: int = 0,
     ) -> Deduplicator:
         """Create the seen-ID index at ``path`` (or open it if it exists with the same settings).
 
@@ -176,6 +189,7 @@ class Deduplicator:
             quarantine_path: Optional Delta table keeping every dropped duplicate and the entry that
                 caused the drop (partitioned by batch id).
             writer: The job writing batches through this handle (see :meth:`open`).
+            incarnation: The incarnation of the source the batches come from (see :meth:`open`).
 
         Raises:
             InvalidInputError: negative interval, empty or reserved ``by``, bucket width under 1 ms, a bad
@@ -194,7 +208,7 @@ class Deduplicator:
             quarantine_path=quarantine_path,
         )
         if DeltaTable.isDeltaTable(spark, path):
-            existing = cls.open(spark, path, writer=writer)
+            existing = cls.open(spark, path, writer=writer, incarnation=incarnation)
             settings.check_same(path, existing.settings)
             return existing
         # The quarantine first: an index exists only with its quarantine, so a crash between the two
@@ -215,10 +229,12 @@ class Deduplicator:
             properties=settings.properties(),
             created_with=delta_ops.CHANGE_FEED,
         )
-        return cls(spark, path, settings, writer)
+        return cls(spark, path, settings, writer, incarnation)
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str, *, writer: str | None = None) -> Deduplicator:
+    def open(
+        cls, spark: SparkSession, path: str, *, writer: str | None = None, incarnation: int = 0
+    ) -> Deduplicator:
         """Open an existing index; its settings are read back from the table's properties.
 
         Args:
@@ -227,14 +243,21 @@ class Deduplicator:
                 deduplicate into one index with their own batch ids never take each other's batches for
                 replays; the tasks' stream times are the index's, whoever advanced them. Default: the
                 unnamed writer (one job per index).
+            incarnation: Which life of the source the batches come from (default 0). Bump it to
+                acknowledge that the source's offsets started again (a topic deleted and re-created, a
+                landing folder re-used): batch ids start again from 0, and a record at an offset the
+                sink holds is a re-delivery only if the sink got it from this incarnation, so records
+                identical to the old incarnation's are written as new
+                (:mod:`lakehouse.dedup.incarnation`).
 
         Raises:
             NotALakehouseTableError: ``path`` holds no seen-ID index.
-            InvalidInputError: ``writer`` is empty or contains ``/``.
+            InvalidInputError: ``writer`` is empty or contains ``/``, ``incarnation`` is not an integer
+                in ``[0, MAX_INCARNATION]``.
         """
         path = resolve_path(path)
         settings = DedupSettings.from_properties(path, lakehouse_properties(spark, path, KIND))
-        return cls(spark, path, settings, writer)
+        return cls(spark, path, settings, writer, incarnation)
 
     # ------------------------------------------------------------------ state
     @property
@@ -263,6 +286,7 @@ class Deduplicator:
         return {task: from_micros(us) for task, us in stream_times.items()}
 
     # ------------------------------------------------------------------ batches
+    @names_missing_files
     def apply(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
         """Deduplicate one batch and commit the index; return the forwarded records (``df``'s columns).
 
@@ -277,9 +301,11 @@ class Deduplicator:
             InvalidInputError: a NULL timestamp or partition (nothing written), or a batch id below the
                 last committed one that was never committed.
         """
-        resolved, _ = self._apply(df, batch_id)
+        resolved, _ = self._apply(df, recorded_batch_id(self.incarnation, batch_id))
+        self._stats = replace(self._stats, batch_id=batch_id) if self._stats else None
         return _forwarded(resolved, df.columns)
 
+    @names_missing_files
     def run(self, df: DataFrame, batch_id: int, sink: str) -> DedupStats:
         """``apply`` and append the forwarded records to the Delta table ``sink``, exactly once.
 
@@ -293,6 +319,7 @@ class Deduplicator:
                 (checked before anything is committed).
         """
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
+        recorded = recorded_batch_id(self.incarnation, batch_id)
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
@@ -300,13 +327,16 @@ class Deduplicator:
             _refuse_shared_sink(sink_log)
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
+            # After the batch's checks (bad input writes nothing): may create the sink (incarnation > 0).
+            since = start_version(self.spark, sink, sink_log.txn_app_id, self.incarnation, df.schema)
+            held = sink if sink_exists or since is not None else None
             rows = _forwarded(resolved, df.columns)
             if stats.replayed or stats.late or stats.null_ids:
-                rows = _without_redeliveries(resolved, df.columns, sink if sink_exists else None)
-            return sink_log.planned_append(_few_files(rows, stats.forwarded), batch_id, {}, index=self.path)
+                rows = _without_redeliveries(resolved, df.columns, held, since)
+            return sink_log.planned_append(_few_files(rows, stats.forwarded), recorded, {}, index=self.path)
 
-        _, stats = self._apply(df, batch_id, sink_append)
-        self._stats = replace(stats, sink_rows=_rows_appended(sink_log, batch_id))
+        _, stats = self._apply(df, recorded, sink_append)
+        self._stats = replace(stats, batch_id=batch_id, sink_rows=_rows_appended(sink_log, recorded))
         return self._stats
 
     def purge(self) -> PurgeResult:
@@ -583,14 +613,17 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     ``schema`` with the same type.
 
     A folder that is not a Delta table yet may be one another writer is creating (its data files land
-    before its first commit): it is refused only if it is still not one :data:`_SINK_CREATION_WAIT_S`
-    seconds later.
+    before its first commit): it is refused once nothing in it has changed for
+    :data:`_SINK_CREATION_QUIET_S` seconds (at once if it is older). A fixed wait from the first look
+    refused a sink whose creator was slow to commit (seen under load: a concurrent writer's retry).
     """
     if not path_exists(spark, sink):
         return False
-    deadline = time.monotonic() + _SINK_CREATION_WAIT_S
     while not DeltaTable.isDeltaTable(spark, sink):
-        if time.monotonic() > deadline:
+        changed_ms = max(
+            int(status.getModificationTime()) for status in [*list_files(spark, sink), _status(spark, sink)]
+        )
+        if time.time() - changed_ms / 1000 > _SINK_CREATION_QUIET_S:
             raise InvalidInputError(
                 f"the dedup sink {sink} exists and is not a Delta table: nothing was written"
             )
@@ -598,6 +631,11 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     sink_schema = spark.read.format("delta").load(sink).schema
     require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
     return True
+
+
+def _status(spark: SparkSession, path: str) -> Any:
+    """The Hadoop ``FileStatus`` of ``path`` itself."""
+    return hadoop_fs(spark, path).getFileStatus(hadoop_path(spark, path))
 
 
 def _refuse_shared_sink(sink_log: CommitLog) -> None:
@@ -621,16 +659,19 @@ def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:
     return resolved.where(F.col(DECISION_COL) != F.lit(_resolve.DUPLICATE)).select(*columns)
 
 
-def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str | None) -> DataFrame:
+def _without_redeliveries(
+    resolved: DataFrame, columns: Sequence[str], sink: str | None, since: int | None
+) -> DataFrame:
     """The forwarded records less the re-deliveries of a record the sink or the batch holds.
 
     A re-delivery is the same record again: the same ``(topic,) partition, offset`` *and* the same value
-    in every other column (the timestamp included). A record at an offset the sink holds with any other
-    content is a new record (the source's offsets were reset, or another source shares the sink) and is
-    kept: no record is dropped for its offset alone. Plain forwarded records are kept as they are (they
-    cannot be re-deliveries, see the module doc); replayed, late and null-id records with a non-null
-    offset are kept once per distinct record and only if neither the sink nor this batch's plain
-    forwarded records hold it.
+    in every other column (the timestamp included), from the same incarnation of the source (the sink's
+    rows committed after version ``since``; None: all of them). A record at an offset the sink holds with
+    any other content, or from an earlier incarnation, is a new record (the source's offsets were reset,
+    or another source shares the sink) and is kept: no record is dropped for its offset alone. Plain
+    forwarded records are kept as they are (they cannot be re-deliveries, see the module doc); replayed,
+    late and null-id records with a non-null offset are kept once per distinct record and only if neither
+    the sink nor this batch's plain forwarded records hold it.
     """
     spark = resolved.sparkSession
     schema = resolved.select(*columns).schema
@@ -652,7 +693,10 @@ def _without_redeliveries(resolved: DataFrame, columns: Sequence[str], sink: str
             for r in ranges
         )
         if in_ranges:
-            held = held.unionByName(spark.read.format("delta").load(sink).where(in_ranges).select(*columns))
+            rows = spark.read.format("delta").load(sink).where(in_ranges)
+            if since is not None:
+                rows = rows.where(rows_since(since))
+            held = held.unionByName(rows.select(*columns))
     # The same record delivered twice: keeping one copy is the specified semantics here.
     keyed = _with_record_key(identified, schema).dropDuplicates([*ids, _RECORD_KEY])
     kept = keyed.join(

@@ -43,6 +43,14 @@ class PipelineSpec:
             files or of the topic's JSON values: a name in ``schemas/`` or a DDL string). They need
             ``partition``, ``offset`` and ``timestamp`` columns (a topic brings them: ``timestamp`` is
             Kafka's record timestamp).
+        records_incarnation: Which life of the records source the pipeline reads (default 0). Bump it
+            to acknowledge that the source's offsets started again (a Kafka topic deleted and
+            re-created, a Delta source table re-created, a landing folder re-used with offsets from 0):
+            its records are then processed as new, also those identical to records the sink holds
+            (:mod:`lakehouse.dedup.incarnation`). A ``kafka`` or ``delta`` source is read from its
+            start again under a checkpoint of the incarnation's own (``<checkpoints>/ingest-<N>``); a
+            landing folder keeps its checkpoint (it remembers every file it read: only files landed
+            since are read).
         records_kafka_key / changelog_kafka_key: For a ``kafka`` source, the name of the column that
             holds the record key (a string; a tombstone keeps only its key).
         kafka_bootstrap_servers / max_offsets_per_trigger: The brokers of ``kafka`` sources, and the
@@ -82,6 +90,7 @@ class PipelineSpec:
     records_format: str = "delta"
     records_schema: str = ""
     records_kafka_key: str = "key"
+    records_incarnation: int = 0
     dedup_by: tuple[str, ...] = ("key",)
     dedup_interval: timedelta = timedelta(days=1)
     quarantine: bool = True
@@ -114,7 +123,7 @@ class PipelineSpec:
         for key in ("records_format", "changelog_format"):
             if getattr(self, key) not in FORMATS:
                 raise InvalidConfigError(key, f"must be one of {list(FORMATS)}, got {getattr(self, key)!r}")
-        for key in ("max_files_per_trigger", "max_offsets_per_trigger"):
+        for key in ("max_files_per_trigger", "max_offsets_per_trigger", "records_incarnation"):
             if getattr(self, key) < 0:
                 raise InvalidConfigError(key, f"must be >= 0, got {getattr(self, key)}")
         if self.seal_min_rows < 1:
@@ -133,15 +142,22 @@ class PipelineSpec:
     @property
     def tables(self) -> Tables:
         """Where the pipeline's tables and checkpoints are."""
-        return Tables(self.root, self.checkpoints or f"{self.root}/_checkpoints")
+        # A landing folder's checkpoint lists the files read: a new incarnation must not read them again.
+        restarts = self.records_incarnation if self.records_format in ("kafka", "delta") else 0
+        return Tables(self.root, self.checkpoints or f"{self.root}/_checkpoints", restarts)
 
 
 @dataclass(frozen=True)
 class Tables:
-    """The paths of a pipeline's tables (all under ``root``) and of its stages' checkpoints."""
+    """The paths of a pipeline's tables (all under ``root``) and of its stages' checkpoints.
+
+    ``records_incarnation`` > 0 gives ``ingest`` the checkpoint ``ingest-<N>``: it reads its source from
+    the start again.
+    """
 
     root: str
     checkpoints: str
+    records_incarnation: int = 0
 
     @property
     def dedup_index(self) -> str:
@@ -168,6 +184,8 @@ class Tables:
         return f"{self.root}/enrich_pending"
 
     def checkpoint(self, stage: str) -> str:
+        if stage == "ingest" and self.records_incarnation:
+            return f"{self.checkpoints}/{stage}-{self.records_incarnation}"
         return f"{self.checkpoints}/{stage}"
 
 

@@ -30,7 +30,7 @@ from lakehouse.pipeline.due import Due, expire_due, optimize_due, purge_due, sea
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
 from lakehouse.pipeline.sources import read_source, read_stream
 from lakehouse.pipeline.spec import PipelineSpec
-from lakehouse.pipeline.stream import Run, run_stream
+from lakehouse.pipeline.stream import Run, StageFailedError, run_stream
 from lakehouse.replica.registry import file_retention_hours
 from lakehouse.replica.replica import maintain_replicas
 from lakehouse.versioned.policy import SealPolicy
@@ -38,6 +38,9 @@ from lakehouse.versioned.records import PutAllResult
 from lakehouse.versioned.store import VersionedStore
 
 ENRICH_APP_ID = "lakehouse.pipeline.enrich"
+#: Parts of Spark's one-line stop (:class:`StageFailedError`) when a source's offsets went backwards: a
+#: Kafka partition's offsets (a topic re-created), a Delta source re-created (another table id).
+_RESET_SIGNS = ("offset was changed from", "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE")
 
 
 def ingest(run: Run) -> list[BatchMetrics]:
@@ -51,6 +54,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
         interval=spec.dedup_interval,
         quarantine_path=tables.quarantine if spec.quarantine else None,
         writer=spec.name,
+        incarnation=spec.records_incarnation,
     )
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
@@ -76,7 +80,15 @@ def ingest(run: Run) -> list[BatchMetrics]:
             },
         )
 
-    return run_stream(run, "ingest", source, handle)
+    try:
+        return run_stream(run, "ingest", source, handle)
+    except StageFailedError as error:
+        if not any(sign in str(error) for sign in _RESET_SIGNS):
+            raise
+        raise StageFailedError(
+            f"{error} If the source {spec.records} was re-created or its offsets started again, acknowledge "
+            f"the reset with records_incarnation={spec.records_incarnation + 1} (see docs/recovery.md)"
+        ) from None
 
 
 def materialize(run: Run) -> list[BatchMetrics]:

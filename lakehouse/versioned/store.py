@@ -56,6 +56,7 @@ from lakehouse.commit_log import (
     commit_metrics,
     require_writer_name,
 )
+from lakehouse.damage import names_missing_files
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError, first_line
 from lakehouse.ordering import ORDER_COL, require_order_columns
 from lakehouse.paths import resolve_path
@@ -363,6 +364,7 @@ class VersionedStore:
         self._put(key, None, micros(t), recorded)
         return found
 
+    @names_missing_files
     def put_all(
         self,
         df: DataFrame,
@@ -546,6 +548,7 @@ class VersionedStore:
             resolved, condition, batch_id, recorded.version, state, extra, step, drop_expired=False
         )[0]
 
+    @names_missing_files
     def seal(self) -> SealResult:
         """Move the pending versions into their validTo segments, in one MERGE commit (none when nothing
         is pending). Reads before and after are the same.
@@ -712,6 +715,7 @@ class VersionedStore:
         )
 
     # ------------------------------------------------------------------ reads
+    @names_missing_files
     def get(self, key: Any, as_of: datetime | None = None) -> VersionedRecord | None:
         """The latest version of ``key`` (``as_of`` None), or the version valid at ``as_of`` (inclusive).
 

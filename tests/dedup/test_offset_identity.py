@@ -4,6 +4,10 @@ new."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,11 +15,11 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.dedup import Deduplicator
-from lakehouse.errors import InvalidInputError
+from lakehouse.dedup import Deduplicator, deduplicator
+from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
 from tests.dedup.helpers import frame, labels
-from tests.pipeline.helpers import land, spec, txn
+from tests.pipeline.helpers import RECORDS_DDL, land, spec, txn
 from tests.reference.dedup import Rec
 
 INTERVAL = timedelta(seconds=10)
@@ -118,3 +122,130 @@ def _json(row: dict[str, object]) -> str:
     import json
 
     return json.dumps(row)
+
+
+def test_after_an_acknowledged_reset_identical_records_at_held_offsets_are_new(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Incarnation 1 of the source re-uses incarnation 0's offsets with records equal in every column (a
+    NULL id, an id seen before, a late one): all are written. Re-deliveries within incarnation 1 are
+    still written once, also after OPTIMIZE rewrote the sink's files; incarnation 0 cannot run again."""
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    records = [
+        Rec((None,), 100, 0, 0, "null-0"),
+        Rec(("a",), 100, 0, 1, "a"),
+        Rec(("b",), 200, 0, 2, "b"),
+        Rec(("c",), 50, 0, 3, "late-c"),
+    ]
+    old = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    assert old.run(frame(spark, records, ("id",)), 0, sink).sink_rows == 4
+    assert old.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0  # a re-delivery
+    new = Deduplicator.open(spark, index, incarnation=1)
+    stats = new.run(frame(spark, records, ("id",)), 0, sink)  # batch ids start again
+    assert (stats.batch_id, stats.replay, stats.sink_rows) == (0, False, 4)
+    assert _sink_labels(spark, sink) == sorted(2 * ["null-0", "a", "b", "late-c"])
+    assert new.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0
+    spark.sql(f"OPTIMIZE delta.`{sink}`")
+    assert new.run(frame(spark, records, ("id",)), 2, sink).sink_rows == 0
+    assert len(_sink_labels(spark, sink)) == 8
+    with pytest.raises(InvalidInputError, match="batch ids must increase"):
+        old.run(frame(spark, records, ("id",)), 2, sink)
+    with pytest.raises(InvalidInputError, match="incarnation must be"):
+        Deduplicator.open(spark, index, incarnation=-1)
+
+
+def test_a_new_incarnation_into_a_new_sink_still_writes_each_record_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    index, sink = str(tmp_path / "index"), str(tmp_path / "sink")
+    dedup = Deduplicator.create(spark, index, by="id", interval=INTERVAL, incarnation=2)
+    records = [Rec((None,), 100, 0, 0, "null-0"), Rec(("a",), 100, 0, 1, "a")]
+    assert dedup.run(frame(spark, records, ("id",)), 0, sink).sink_rows == 2
+    assert dedup.run(frame(spark, records, ("id",)), 1, sink).sink_rows == 0
+    assert _sink_labels(spark, sink) == ["a", "null-0"]
+
+
+@pytest.mark.slow
+def test_records_incarnation_acknowledges_a_reused_landing_folder_in_the_pipeline(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A re-used landing folder brings a record identical to one the sink holds (a NULL id at a held
+    offset): with ``records_incarnation`` bumped it is written, and the files read before are not read
+    again (t1 stays one row)."""
+    landing = tmp_path / "landing" / "transactions"
+    first = [{**txn(0, "EUR", 30, 0), "txn_id": None}, txn(1, "EUR", 31, 1)]
+    land(landing, "f0", first)
+    run_pipeline(spark, spec(tmp_path, max_files_per_trigger=0), "ingest", emit=lambda m: None)
+    land(landing, "f1", first[:1])
+    acknowledged = spec(tmp_path, max_files_per_trigger=0, records_incarnation=1)
+    run_pipeline(spark, acknowledged, "ingest", emit=lambda m: None)
+    deduped = spark.read.format("delta").load(acknowledged.tables.deduped)
+    assert sorted((r["key"], r["offset"]) for r in deduped.collect()) == [("t0", 0), ("t0", 0), ("t1", 1)]
+
+
+@pytest.mark.slow
+def test_records_incarnation_acknowledges_a_recreated_delta_source_in_the_pipeline(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A Delta source table deleted and re-created stops ingest in one line naming the source; with
+    ``records_incarnation`` bumped the re-created table's rows (identical to the old ones) are written."""
+    first = [{**txn(0, "EUR", 30, 0), "txn_id": None}, txn(1, "EUR", 31, 1)]
+    source = str(tmp_path / "records_delta")
+    delta = spec(tmp_path / "d", records=source, records_format="delta", max_files_per_trigger=0)
+    rows = spark.read.schema(RECORDS_DDL).json(spark.sparkContext.parallelize([_json(r) for r in first]))
+    rows.write.format("delta").save(source)
+    run_pipeline(spark, delta, "ingest", emit=lambda m: None)
+    shutil.rmtree(source)
+    rows.write.format("delta").save(source)
+    with pytest.raises(LakehouseError) as stopped:
+        run_pipeline(spark, delta, "ingest", emit=lambda m: None)
+    message = str(stopped.value)
+    assert "\n" not in message and f"the source {source} was re-created" in message
+    assert "records_incarnation=1" in message
+    bumped = spec(tmp_path / "d", records=source, records_format="delta", records_incarnation=1)
+    run_pipeline(spark, bumped, "ingest", emit=lambda m: None)
+    again = spark.read.format("delta").load(bumped.tables.deduped)
+    assert sorted((r["key"], r["offset"]) for r in again.collect()) == [
+        ("t0", 0),
+        ("t0", 0),
+        ("t1", 1),
+        ("t1", 1),
+    ]
+
+
+def test_a_sink_folder_is_refused_once_quiet_and_waited_for_while_another_writer_creates_it(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sink another writer is creating holds data files before its first commit, which may come many
+    seconds later on a loaded machine: it is waited for while files keep landing. A folder left unchanged
+    for the quiet time is not a sink being created: refused in one line, nothing written."""
+    monkeypatch.setattr(deduplicator, "_SINK_CREATION_QUIET_S", 2.0)
+    dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
+    records = frame(spark, [Rec(("a",), 100, 0, 0, "a")], ("id",))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "part-0.parquet").write_bytes(b"not a table")
+    os.utime(old / "part-0.parquet", (0, 0))
+    os.utime(old, (0, 0))
+    with pytest.raises(InvalidInputError, match="is not a Delta table") as refused:
+        dedup.run(records, 0, str(old))
+    assert (
+        "\n" not in str(refused.value) and not (tmp_path / "index" / "_delta_log" / f"{1:020d}.json").exists()
+    )
+
+    creating = tmp_path / "creating"
+    creating.mkdir()
+
+    def create_slowly() -> None:  # files land for 4 s (twice the quiet time), then the first commit
+        for n in range(8):
+            (creating / f"part-{n}.tmp").write_bytes(b"")
+            time.sleep(0.5)
+        records.limit(0).write.format("delta").mode("append").save(str(creating))
+
+    creator = threading.Thread(target=create_slowly)
+    creator.start()
+    try:
+        assert dedup.run(records, 0, str(creating)).sink_rows == 1
+    finally:
+        creator.join()
+    assert _sink_labels(spark, str(creating)) == ["a"]

@@ -1,9 +1,11 @@
-"""A topic deleted and re-created under the pipeline: ingest stops in one line naming the partition and
-both offsets, and the sink keeps what it had."""
+"""A topic deleted and re-created under the pipeline: ingest stops in one line naming the partition, both
+offsets and how to acknowledge the reset, and the sink keeps what it had; acknowledged
+(``records_incarnation``), the new topic's records at the old offsets are written."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,4 +60,10 @@ def test_a_recreated_topic_stops_ingest_in_one_line_naming_the_partition_and_off
         run_pipeline(spark, pipeline, "ingest", emit=lambda m: None)
     message = str(stopped.value)
     assert "\n" not in message and f"Partition {TOPIC}-0 offset was changed from 3 to 2" in message
+    assert "records_incarnation=1" in message
     assert spark.read.format("delta").load(pipeline.tables.deduped).count() == 3
+    acknowledged = replace(pipeline, records_incarnation=1)
+    run_pipeline(spark, acknowledged, "ingest", emit=lambda m: None)
+    sink = spark.read.format("delta").load(pipeline.tables.deduped)
+    kept = sorted((r["key"], r["offset"]) for r in sink.collect())
+    assert kept == [("a", 0), ("b", 1), ("c", 2), ("d", 0), ("e", 1)]
