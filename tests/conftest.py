@@ -29,6 +29,34 @@ TEST_SPARK_CONF = {
 }
 
 
+#: Test files by how long they took in a full run (``--durations``), longest first. The suite runs in two
+#: processes, each taking whole files (``--dist loadfile``) in collection order (``--no-loadscope-reorder``):
+#: a long file handed out last would keep one process busy while the other idles, so these go first.
+LONGEST_FILES = (
+    "tests/pipeline/test_crash_anywhere.py",
+    "tests/read/test_differential.py",
+    "tests/pipeline/test_pipeline.py",
+    "tests/replica/test_replica.py",
+    "tests/test_cluster.py",
+    "tests/test_readme.py",
+    "tests/versioned/test_differential.py",
+    "tests/replica/test_files.py",
+    "tests/test_demo.py",
+    "tests/kafka/test_kafka_source.py",
+    "tests/pipeline/test_continuous.py",
+    "tests/replica/test_model_differential.py",
+    "tests/versioned/test_commits.py",
+    "tests/replica/test_failover.py",
+    "tests/quality/test_data_docs.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests of :data:`LONGEST_FILES` first, in that order (the rest keep theirs)."""
+    rank = {name: position for position, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The session-scoped Delta-enabled SparkSession (built through lakehouse.session.get_spark)."""
