@@ -47,7 +47,7 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
     spec = demo_spec(warehouse_uri(settings), args.root, args.config)
     if args.fresh:
-        _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", True)
+        _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", args.yes)
     spark = get_spark(dict(args.conf), settings)
     size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
     with progress(len(STEPS)) as bar:
@@ -232,8 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--fresh",
         action="store_true",
-        help="start over: delete the demo's folder (its tables, landing folders, checkpoints) first",
+        help="start over: delete the demo's folder (its tables, landing folders, checkpoints) first; asks on "
+        "the terminal unless --yes",
     )
+    demo.add_argument("--yes", action="store_true", help="with --fresh: delete without asking")
     demo.set_defaults(run=_cmd_demo)
 
     assign = commands.add_parser(

@@ -141,7 +141,7 @@ def land_part(spec: PipelineSpec, run: int, part: tuple[DataFrame, DataFrame]) -
     if not any(files):
         return (
             f"part {run} had landed before (this root ran the demo already): nothing new; "
-            "to start over: lakehouse demo --fresh (or lakehouse clean --pipeline demo)"
+            "to start over: lakehouse demo --fresh --yes (or lakehouse clean --pipeline demo --yes)"
         )
     span = f"the first {FIRST_RUN_FRACTION:.0%}" if run == 1 else "the rest"
     return (

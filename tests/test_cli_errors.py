@@ -105,7 +105,7 @@ def test_no_broker_is_named_before_spark_starts(tmp_path: Path) -> None:
     assert_one_line(run, 2, no_broker)
 
 
-def test_clean_without_a_terminal_needs_yes(tmp_path: Path) -> None:
+def test_clean_and_demo_fresh_without_a_terminal_need_yes(tmp_path: Path) -> None:
     root = tmp_path / "warehouse" / "demo"
     (root / "store").mkdir(parents=True)
     refused = lakehouse(tmp_path, "clean", "--pipeline", "demo")
@@ -114,6 +114,12 @@ def test_clean_without_a_terminal_needs_yes(tmp_path: Path) -> None:
     done = lakehouse(tmp_path, "clean", "--pipeline", "demo", "--yes")
     assert done.code == 0 and not root.exists() and not done.jvm_started
     assert done.stderr == f"deleted {root.resolve()}\n"
+    (root / "store").mkdir(parents=True)
+    fresh = lakehouse(tmp_path, "demo", "--fresh")  # its first line says what it is about to do
+    announced, refused_line = fresh.stderr.splitlines()
+    assert announced.startswith("lakehouse demo: ")
+    assert_one_line(Outcome(**{**vars(fresh), "stderr": refused_line + "\n"}), 2, "without --yes")
+    assert root.is_dir()
 
 
 def test_an_unexpected_error_is_one_line_naming_it_and_verbose_shows_it(tmp_path: Path) -> None:
