@@ -48,10 +48,9 @@ from lakehouse.assignment.job import DEMO_CONFIG, write_demo_subscriptions
 from lakehouse.assignment.store import AssignmentStore
 from lakehouse.config import load_settings
 from lakehouse.demo import demo_spec, land_part
-from lakehouse.demo_data import T0
+from lakehouse.demo_data import T0, as_kafka_records, conform
 from lakehouse.pipeline import PipelineSpec, run_pipeline
 from lakehouse.pipeline.runner import stages_of
-from lakehouse.schemas import load_schema
 from lakehouse.session import get_spark, warehouse_uri
 from lakehouse.times import micros
 from lakehouse.versioned.pending import PENDING_SEGMENT
@@ -62,7 +61,6 @@ DISORDER = timedelta(minutes=2)
 LATE_SHARE = 0.10
 RESEND_SHARE = 0.10
 RATE_PARTITIONS = 2
-TXN_PARTITIONS = 3
 #: A re-send arrives at most this many transaction slots after its original.
 _MAX_LAG_SLOTS = 50
 #: Contenders, in the order each cycle runs them: whether maintain runs every cycle (None: the floor), and
@@ -112,11 +110,6 @@ def _key(index) -> F.Column:
     return F.concat(F.lit("K"), F.lpad(index.cast("string"), 8, "0"))
 
 
-def _conform(df: DataFrame, schema_name: str) -> DataFrame:
-    schema = load_schema(schema_name)
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
-
-
 def initial_rates(spark: SparkSession, keys: int) -> DataFrame:
     """One rate per key, the keys' event times spread over the 5 minutes before ``T0``."""
     start, step = micros(T0 - CYCLE), micros(CYCLE) // max(keys, 1)
@@ -145,7 +138,7 @@ def _rates(rows: DataFrame, key: F.Column, start_us: int, step_us: int, base: in
         (sequence % RATE_PARTITIONS).alias("partition"),
         F.floor(sequence / RATE_PARTITIONS).alias("offset"),
     )
-    return _conform(generated, "demo_rate_updates")
+    return conform(generated, "demo_rate_updates")
 
 
 def cycle_transactions(spark: SparkSession, sizes: Sizes, cycle: int) -> DataFrame:
@@ -170,18 +163,7 @@ def cycle_transactions(spark: SparkSession, sizes: Sizes, cycle: int) -> DataFra
         "offset", F.lit(base) + (F.col("id") + lag) * per_slot + 1 + lag
     )
     records = originals.withColumn("offset", F.lit(base) + F.col("id") * per_slot).unionByName(resent)
-    generated = records.select(
-        F.col("txn_id").alias("key"),
-        F.to_json(F.struct("txn_id", "currency", "amount")).alias("value"),
-        F.lit("transactions").alias("topic"),
-        (F.abs(F.hash("txn_id")) % TXN_PARTITIONS).alias("partition"),
-        "offset",
-        "timestamp",
-        "txn_id",
-        "currency",
-        "amount",
-    )
-    return _conform(generated, "demo_transactions")
+    return as_kafka_records(records)
 
 
 # ---------------------------------------------------------------------------------------------- cycles

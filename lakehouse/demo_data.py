@@ -98,7 +98,7 @@ def rate_updates(spark: SparkSession, size: DemoSize) -> DataFrame:
         (F.col("id") % RATE_PARTITIONS).cast("int").alias("partition"),
         F.floor(F.col("id") / RATE_PARTITIONS).alias("offset"),
     )
-    return _conform(generated, "demo_rate_updates")
+    return conform(generated, "demo_rate_updates")
 
 
 def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
@@ -138,6 +138,13 @@ def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
         "offset", (F.col("id") + lag_slots) * per_slot + 1 + lag_slots
     )
     records = originals.withColumn("offset", F.col("id") * per_slot).unionByName(resent)
+    return as_kafka_records(records)
+
+
+def as_kafka_records(records: DataFrame) -> DataFrame:
+    """Transactions (``txn_id``, ``currency``, ``amount``, ``timestamp``, ``offset``) as the demo's
+    Kafka-shaped records (schema ``demo_transactions``): key ``txn_id``, a JSON value, the partition a hash
+    of the key."""
     partition = (F.abs(F.hash("txn_id")) % TXN_PARTITIONS).cast("int")
     generated = records.select(
         F.col("txn_id").alias("key"),
@@ -150,7 +157,7 @@ def transactions(spark: SparkSession, size: DemoSize) -> DataFrame:
         "currency",
         "amount",
     )
-    return _conform(generated, "demo_transactions")
+    return conform(generated, "demo_transactions")
 
 
 def _millis(us: Column) -> Column:
@@ -158,7 +165,8 @@ def _millis(us: Column) -> Column:
     return (F.floor(us / 1000) * 1000).cast("long")
 
 
-def _conform(df: DataFrame, schema_name: str) -> DataFrame:
+def conform(df: DataFrame, schema_name: str) -> DataFrame:
+    """``df``'s columns of the schema ``schema_name`` (:mod:`lakehouse.schemas`), in its order and types."""
     schema = load_schema(schema_name)
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
