@@ -22,7 +22,7 @@ TEST_SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",  # as conf/lakehouse.toml: one task per state rebuild
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     # Tiny test data gains nothing from adaptive execution, which runs every shuffle stage as its own job.
     "spark.sql.adaptive.enabled": "false",

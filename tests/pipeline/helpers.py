@@ -89,7 +89,7 @@ def spec_values(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
 # snapshot and 10 000 for VACUUM's file listing).
 _FAST_SPARK = {
     "spark.ui.enabled": "false",
-    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
 }
 
