@@ -20,8 +20,9 @@ from lakehouse.dedup import Deduplicator, deduplicator
 from lakehouse.dedup.incarnation import rows_since, start_version
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
+from lakehouse.pipeline.spec import spec_from_values
 from tests.dedup.helpers import frame, labels
-from tests.pipeline.helpers import RECORDS_DDL, land, spec, txn
+from tests.pipeline.helpers import RECORDS_DDL, land, spec, spec_values, txn
 from tests.reference.dedup import Rec
 
 INTERVAL = timedelta(seconds=10)
@@ -88,6 +89,29 @@ def test_a_second_source_without_a_topic_column_is_refused_at_its_first_batch(
     three.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "c-0")], ("id",)), "c"), 0, shared)
     four.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "d-0")], ("id",)), "d"), 0, shared)
     assert _sink_labels(spark, shared) == ["c-0", "d-0"]
+
+
+@pytest.mark.slow
+def test_two_pipelines_without_a_topic_column_on_one_sink_the_second_stops_at_its_first_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Pipeline ``tiny`` and pipeline ``other`` (their own landing folders and checkpoints) share one root,
+    so one sink; records without a `topic` column: ``other`` stops in one line and the sink keeps
+    ``tiny``'s rows."""
+    without_topic = RECORDS_DDL.replace("topic string, ", "")
+    shared = {"root": str(tmp_path / "shared"), "records_schema": without_topic, "max_files_per_trigger": 0}
+    specs = [
+        spec_from_values(name, spec_values(tmp_path / name, checkpoints=str(tmp_path / name), **shared), "")
+        for name in ("tiny", "other")
+    ]
+    land(tmp_path / "tiny" / "landing" / "transactions", "f0", [txn(0, "EUR", 30, 0)])
+    land(tmp_path / "other" / "landing" / "transactions", "f0", [txn(1, "EUR", 30, 0)])
+    run_pipeline(spark, specs[0], "ingest", emit=lambda m: None)
+    with pytest.raises(LakehouseError, match="no `topic` column") as stopped:
+        run_pipeline(spark, specs[1], "ingest", emit=lambda m: None)
+    assert "\n" not in str(stopped.value)
+    deduped = spark.read.format("delta").load(specs[0].tables.deduped)
+    assert [(r["key"], r["offset"]) for r in deduped.collect()] == [("t0", 0)]
 
 
 def test_two_sources_without_a_topic_column_starting_at_once_on_one_sink_the_second_is_refused(
