@@ -99,7 +99,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "last line cut": (_last_line_cut, "cannot be parsed"),
     "missing middle commit": (_missing_middle_commit, "DELTA_TRUNCATED_TRANSACTION_LOG"),
     "truncated checkpoint": (_truncated_checkpoint, "checkpoint"),
-    "missing checkpoint": (_missing_checkpoint, "DELTA_"),
+    "missing checkpoint": (_missing_checkpoint, "DELTA_MISSING_PART_FILES"),
 }
 
 
@@ -177,21 +177,30 @@ def test_a_deduplicators_damaged_sink_or_index_is_named_in_one_line_and_nothing_
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """The library's other tables go through the same checks: a sink whose last commit is an empty file
-    (also on the path of a sink append, records with a `topic` column) and an index whose last commit's
-    last line is cut off."""
+    (also on the path of a sink append, records with a `topic` column), an index whose last commit's
+    last line is cut off, an index data file deleted."""
     index, sink = tmp_path / "index", tmp_path / "sink"
     dedup = Deduplicator.create(spark, str(index), by="id", interval=timedelta(seconds=10))
     records = frame(spark, [Rec(("a",), 100, 0, 0, "a")], ("id",)).withColumn("topic", F.lit("t"))
     dedup.run(records, 0, str(sink))
+
+    def logs() -> dict[Path, list[str]]:
+        return {t: sorted(p.name for p in (t / "_delta_log").iterdir()) for t in (index, sink)}
+
     cases = ((sink, _zero_byte_last_commit, "empty file"), (index, _last_line_cut, "cannot be parsed"))
     for table, harm, says in cases:
         last = _commits(table / "_delta_log")[-1]
         sound = last.read_bytes()
         harm(table / "_delta_log")
-        files = {t: sorted(p.name for p in (t / "_delta_log").iterdir()) for t in (index, sink)}
+        files = logs()
         with pytest.raises(DamagedTableError, match=says) as raised:
             dedup.run(records, 1, str(sink))
         message = str(raised.value)
         assert "\n" not in message and str(table) in message and "RESTORE TABLE" in message
-        assert {t: sorted(p.name for p in (t / "_delta_log").iterdir()) for t in (index, sink)} == files
+        assert logs() == files
         _rewrite(last, sound)  # repaired: the next case damages the other table alone
+    name = _delete_last_data_file(index)  # batch 0's entry of id a, which batch 1 reads
+    with pytest.raises(DamagedTableError, match="is missing") as raised:
+        dedup.run(records, 1, str(sink))
+    assert "\n" not in str(raised.value) and name in str(raised.value)
+    assert logs() == files
