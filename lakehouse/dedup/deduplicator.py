@@ -49,7 +49,8 @@ column) *and* the same value in every other column. A record at a held offset wi
 its offset alone. A reset acknowledged by a new ``incarnation`` makes even an identical record at a held
 offset new (:mod:`lakehouse.dedup.incarnation`). A deduplicator whose records have no ``topic`` column
 is refused at its first batch into a sink another index or writer appends to (two sources' offsets
-would collide). Only records
+would collide), also when both start at once: its first sink commit is fenced and checks again
+(:func:`lakehouse.commit_log.prepare_append`). Only records
 that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
 null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
 re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
