@@ -20,9 +20,8 @@ from lakehouse.dedup import Deduplicator, deduplicator
 from lakehouse.dedup.incarnation import rows_since, start_version
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
-from lakehouse.pipeline.spec import spec_from_values
 from tests.dedup.helpers import frame, labels
-from tests.pipeline.helpers import RECORDS_DDL, land, spec, spec_values, txn
+from tests.pipeline.helpers import RECORDS_DDL, land, spec, txn
 from tests.reference.dedup import Rec
 
 INTERVAL = timedelta(seconds=10)
@@ -92,26 +91,23 @@ def test_a_second_source_without_a_topic_column_is_refused_at_its_first_batch(
 
 
 @pytest.mark.slow
-def test_two_pipelines_without_a_topic_column_on_one_sink_the_second_stops_at_its_first_batch(
+def test_a_pipeline_without_a_topic_column_into_a_sink_another_source_writes_stops_at_its_first_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Pipeline ``tiny`` and pipeline ``other`` (their own landing folders and checkpoints) share one root,
-    so one sink; records without a `topic` column: ``other`` stops in one line and the sink keeps
-    ``tiny``'s rows."""
+    """Another source's deduplicator wrote the pipeline's sink first; records without a `topic` column:
+    ingest stops in one line and the sink keeps the other source's rows."""
     without_topic = RECORDS_DDL.replace("topic string, ", "")
-    shared = {"root": str(tmp_path / "shared"), "records_schema": without_topic, "max_files_per_trigger": 0}
-    specs = [
-        spec_from_values(name, spec_values(tmp_path / name, checkpoints=str(tmp_path / name), **shared), "")
-        for name in ("tiny", "other")
-    ]
-    land(tmp_path / "tiny" / "landing" / "transactions", "f0", [txn(0, "EUR", 30, 0)])
-    land(tmp_path / "other" / "landing" / "transactions", "f0", [txn(1, "EUR", 30, 0)])
-    run_pipeline(spark, specs[0], "ingest", emit=lambda m: None)
+    pipeline = spec(tmp_path, records_schema=without_topic, max_files_per_trigger=0)
+    landed = spark.sparkContext.parallelize([_json(txn(1, "EUR", 30, 0))])
+    rows = spark.read.schema(without_topic).json(landed)
+    other = Deduplicator.create(spark, str(tmp_path / "other_index"), by="txn_id", interval=INTERVAL)
+    other.run(rows, 0, pipeline.tables.deduped)
+    land(tmp_path / "landing" / "transactions", "f0", [txn(0, "EUR", 30, 0)])
     with pytest.raises(LakehouseError, match="no `topic` column") as stopped:
-        run_pipeline(spark, specs[1], "ingest", emit=lambda m: None)
+        run_pipeline(spark, pipeline, "ingest", emit=lambda m: None)
     assert "\n" not in str(stopped.value)
-    deduped = spark.read.format("delta").load(specs[0].tables.deduped)
-    assert [(r["key"], r["offset"]) for r in deduped.collect()] == [("t0", 0)]
+    deduped = spark.read.format("delta").load(pipeline.tables.deduped)
+    assert [(r["key"], r["offset"]) for r in deduped.collect()] == [("t1", 0)]
 
 
 def test_two_sources_without_a_topic_column_starting_at_once_on_one_sink_the_second_is_refused(
