@@ -93,6 +93,11 @@ _DRIVER_READS = 50
 BATCH_IDS = "batch_ids"
 #: Commit metadata field of a fenced commit: a random token, looked up to tell a commit that Delta skipped.
 _COMMIT_TOKEN = "commit_token"
+#: The ``SetTransaction`` app id a sole writer's first commit to a table sets and reads (see
+#: :func:`prepare_append`): of two first commits at the same moment, the second fails and then sees the first.
+FIRST_COMMITS = "lakehouse#first-commits"
+#: Builds the error refusing a sole writer's commit to a table another writer (named) commits to.
+Refusal = Callable[[str], Exception]
 #: Delta's exceptions for a commit that lost a race with another writer's.
 CONFLICTS = (
     ConcurrentAppendException,
@@ -368,6 +373,7 @@ class CommitLog:
         *,
         read_version: int | None = None,
         step: str = "",
+        sole: Refusal | None = None,
         **extra: Any,
     ) -> Callable[[], Commit]:
         """:meth:`append` in two steps: its options are fixed now (in this thread), the returned function
@@ -376,17 +382,23 @@ class CommitLog:
 
         With ``read_version`` the append is a fenced log's batch planned from that version: the commit runs
         in :meth:`committing` (``step`` names it in errors), lands only on that version and is not retried.
+        With ``sole`` this writer must be the table's only writer (:func:`prepare_append`).
+
+        An unfenced append that loses a race (another writer created the table first, changed its metadata
+        at the same moment, or made a first commit at the same moment as this writer's first) is appended
+        again, once: Delta skips it if the batch is there, and a sole writer's is then refused if the race
+        was lost to another writer's first commit.
         """
         options = self.writer_options(batch_id, state, read_version=read_version, **extra)
 
         def write() -> Commit:
-            commit = prepare_append(frame, self.path, options)
+            commit = prepare_append(frame, self.path, options, sole)
 
             def commit_retrying() -> None:
                 try:
                     commit()
-                except ProtocolChangedException:  # another writer created the table first: append again
-                    append_to_table(frame, self.path, options)
+                except (ProtocolChangedException, *CONFLICTS):
+                    append_to_table(frame, self.path, options, sole)
 
             def commit_fenced() -> None:
                 assert read_version is not None
@@ -533,7 +545,9 @@ def txn_app_ids(spark: SparkSession, snapshot: Any) -> set[str]:
     return {a.appId() for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get())}
 
 
-def append_to_table(frame: DataFrame, path: str, options: Mapping[str, str]) -> None:
+def append_to_table(
+    frame: DataFrame, path: str, options: Mapping[str, str], sole: Refusal | None = None
+) -> None:
     """Append ``frame`` to the Delta table at ``path`` as ``frame.write.format("delta").mode("append")
     .options(**options).save(path)`` does, without the snapshot state rebuild Delta's writer pays for a
     ``txnAppId``: one Spark job (the write) instead of four.
@@ -549,27 +563,44 @@ def append_to_table(frame: DataFrame, path: str, options: Mapping[str, str]) -> 
 
     Falls back to the writer itself, which creates tables and enforces or evolves schemas, when the table
     does not exist yet or ``frame``'s columns are not exactly the table's (names and types).
+
+    ``sole``: see :func:`prepare_append`.
     """
-    prepare_append(frame, path, options)()
+    prepare_append(frame, path, options, sole)()
 
 
-def prepare_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> Commit:
+def prepare_append(
+    frame: DataFrame, path: str, options: Mapping[str, str], sole: Refusal | None = None
+) -> Commit:
     """:func:`append_to_table` up to its commit: writes ``frame``'s files into the table's folder (a Spark
     job; nothing is committed) and returns the commit to make. When the writer itself must append (no
     table yet, other columns) nothing is written now and the commit is the writer's whole append; when the
     ``txnVersion`` is recorded already nothing is written and the commit does nothing (as the writer
-    skips it). Files of a commit never made are not part of the table (VACUUM removes them)."""
+    skips it). Files of a commit never made are not part of the table (VACUUM removes them).
+
+    ``sole``: the writer (``options``' ``txnAppId``) must be the table's only one. Its first commit to an
+    existing table raises ``sole(<the other's app id>)``, writing nothing, if another writer's
+    ``SetTransaction`` is there; that first commit sets and reads :data:`FIRST_COMMITS`, so that of two
+    first commits at the same moment the second fails (``ConcurrentTransactionException``) and, appended
+    again, is refused. A sole writer that found no table creates it at its commit, unless another writer
+    did so meanwhile (it then appends as a first commit); two writers creating it at the same moment race
+    for its version 0, and the loser (``ProtocolChangedException``), appended again, is refused."""
     spark = frame.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.jdk.javaapi.CollectionConverters
+    latest_snapshot(spark, path)  # a damaged log is refused (lakehouse.damage), never committed on top of
     txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
     table_schema = snapshot_schema(txn.snapshot())
+    if int(txn.snapshot().version()) < 0 and sole is not None:
+        return lambda: _create_or_append(frame, path, options, sole)
     if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
         return lambda: frame.write.format("delta").mode("append").options(**options).save(path)
     actions = _fenced_txn_actions(spark, txn, options)
     if actions is None:
         return lambda: None  # Delta's writer skips it too: the batch is there
+    if sole is not None:
+        _fence_first_commit(spark, txn, options["txnAppId"], actions, sole)
     passed = jvm.java.util.HashMap()
     for key, value in options.items():
         if key not in ("txnAppId", "txnVersion", "userMetadata"):
@@ -622,6 +653,7 @@ def commit_file_actions(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     scala = jvm.scala.jdk.javaapi.CollectionConverters
+    latest_snapshot(spark, path)  # a damaged log is refused (lakehouse.damage), never committed on top of
     txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
     committed = _fenced_txn_actions(spark, txn, options)
     if committed is None:
@@ -649,6 +681,43 @@ def _fenced_txn_actions(spark: SparkSession, txn: Any, options: Mapping[str, str
     now = jvm.scala.Some(jvm.java.lang.Long(int(jvm.java.lang.System.currentTimeMillis())))
     actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, int(version), now))
     return actions
+
+
+def _create_or_append(frame: DataFrame, path: str, options: Mapping[str, str], sole: Refusal) -> None:
+    """Create the table at ``path`` with ``frame``'s rows (Delta's writer), or, if it exists by now (another
+    writer created it), append to it as the sole writer ``sole`` refuses otherwise."""
+    if DeltaTable.isDeltaTable(frame.sparkSession, path):
+        append_to_table(frame, path, options, sole)
+    else:
+        frame.write.format("delta").mode("append").options(**options).save(path)
+
+
+def other_writers(spark: SparkSession, snapshot: Any, txn_app_id: str) -> list[str] | None:
+    """None if ``txn_app_id`` has committed to ``snapshot``'s table (its ``SetTransaction`` is there), else
+    the ``txnAppId`` of every other writer that has, sorted (no Spark job when the checksum lists them)."""
+    if recorded_txn(spark, snapshot, txn_app_id) is not None:
+        return None
+    return sorted(a for a in txn_app_ids(spark, snapshot) if a not in (txn_app_id, FIRST_COMMITS))
+
+
+def _fence_first_commit(spark: SparkSession, txn: Any, txn_app_id: str, actions: Any, sole: Refusal) -> None:
+    """A sole writer's first commit (see :func:`prepare_append`): raise ``sole(other)`` if another writer
+    committed to ``txn``'s snapshot; else add the :data:`FIRST_COMMITS` fence to ``actions``."""
+    others = other_writers(spark, txn.snapshot(), txn_app_id)
+    if others is None:
+        return
+    if others:
+        raise sole(others[0])
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    txn.readTxn().addOne(FIRST_COMMITS)
+    now = int(jvm.java.lang.System.currentTimeMillis())
+    version = int(txn.snapshot().version()) + 1
+    actions.add(
+        jvm.org.apache.spark.sql.delta.actions.SetTransaction(
+            FIRST_COMMITS, version, jvm.scala.Some(jvm.java.lang.Long(now))
+        )
+    )
 
 
 def _write_operation(spark: SparkSession, mode: str, user_metadata: str | None) -> Any:

@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.cli import build_parser
+from lakehouse.dedup import Deduplicator
 from lakehouse.doctor import run_table_doctor, table_health
 from lakehouse.errors import DamagedTableError
 from lakehouse.versioned import VersionedStore
+from tests.dedup.helpers import frame
+from tests.reference.dedup import Rec
 from tests.versioned.helpers import batch_frame, create_store
 
 
@@ -30,6 +35,14 @@ def sound_store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     log.checkpoint(log.update(False, none, none), none)
     store.put_all(batch_frame(spark, [("a", "a2", 200, 0, 1), ("b", "b1", 200, 0, 2)]))
     store.put_all(batch_frame(spark, [("a", "a3", 300, 0, 3)]))
+    return path
+
+
+@pytest.fixture
+def store(sound_store: Path, tmp_path: Path) -> Path:
+    """A copy of the sound store, to damage."""
+    path = tmp_path / "store"
+    shutil.copytree(sound_store, path)
     return path
 
 
@@ -66,7 +79,17 @@ def _missing_middle_commit(log: Path) -> None:
 def _truncated_checkpoint(log: Path) -> None:
     checkpoint = next(log.glob("*.checkpoint.parquet"))
     _rewrite(checkpoint, checkpoint.read_bytes()[:100])
-    for commit in _commits(log)[:2]:  # the checkpoint is then the only way to versions 0 and 1
+    _only_the_checkpoint_leads_to_version_1(log)
+
+
+def _missing_checkpoint(log: Path) -> None:
+    next(log.glob("*.checkpoint.parquet")).unlink()
+    _only_the_checkpoint_leads_to_version_1(log)
+
+
+def _only_the_checkpoint_leads_to_version_1(log: Path) -> None:
+    """Delete commits 0 and 1 (as log cleanup does once a checkpoint holds them)."""
+    for commit in _commits(log)[:2]:
         commit.unlink()
 
 
@@ -76,6 +99,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "last line cut": (_last_line_cut, "cannot be parsed"),
     "missing middle commit": (_missing_middle_commit, "DELTA_TRUNCATED_TRANSACTION_LOG"),
     "truncated checkpoint": (_truncated_checkpoint, "checkpoint"),
+    "missing checkpoint": (_missing_checkpoint, "DELTA_MISSING_PART_FILES"),
 }
 
 
@@ -88,15 +112,13 @@ READS_AND_WRITES: dict[str, Callable[[VersionedStore, SparkSession], object]] = 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_log_is_named_in_one_line_and_nothing_is_written(
-    spark: SparkSession, sound_store: Path, tmp_path: Path, damage: str
+    spark: SparkSession, store: Path, damage: str
 ) -> None:
-    path = tmp_path / "store"
-    shutil.copytree(sound_store, path)
     harm, says = DAMAGES[damage]
-    harm(path / "_delta_log")
-    _refused_in_one_line(spark, path, says, lambda store, spark: store.get("a"))
-    _refused_in_one_line(spark, path, says, READS_AND_WRITES["put_all"])  # no write on top either
-    assert not table_health(spark, str(path)).sound
+    harm(store / "_delta_log")
+    _refused_in_one_line(spark, store, says, READS_AND_WRITES["get"])
+    _refused_in_one_line(spark, store, says, READS_AND_WRITES["put_all"])  # no write on top either
+    assert not table_health(spark, str(store)).sound
 
 
 def _refused_in_one_line(
@@ -114,12 +136,11 @@ def _refused_in_one_line(
 
 
 def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
-    spark: SparkSession, sound_store: Path, tmp_path: Path
+    spark: SparkSession, store: Path
 ) -> None:
-    path = tmp_path / "store"
-    shutil.copytree(sound_store, path)
-    store = VersionedStore.open(spark, str(path))
-    assert store.get("a") is not None and table_health(spark, str(path)).sound
+    path = store
+    opened = VersionedStore.open(spark, str(path))
+    assert opened.get("a") is not None and table_health(spark, str(path)).sound
     data = sorted(p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
     data[-1].unlink()
     health = table_health(spark, str(path))
@@ -130,7 +151,7 @@ def test_a_store_whose_folder_or_data_file_is_deleted_under_it_is_named(
     assert build_parser().parse_args(["doctor", str(path)]).table == str(path)
     shutil.rmtree(path)
     with pytest.raises(DamagedTableError, match=r"no commit|deleted"):
-        store.get("a")
+        opened.get("a")
     assert not table_health(spark, str(path)).sound
 
 
@@ -146,9 +167,40 @@ def _delete_last_data_file(path: Path) -> str:
 
 @pytest.mark.parametrize("call", list(READS_AND_WRITES))
 def test_a_deleted_data_file_reached_by_a_read_or_write_is_named_and_nothing_is_written(
-    spark: SparkSession, sound_store: Path, tmp_path: Path, call: str
+    spark: SparkSession, store: Path, call: str
 ) -> None:
-    path = tmp_path / "store"
-    shutil.copytree(sound_store, path)
-    name = _delete_last_data_file(path)
-    assert name in _refused_in_one_line(spark, path, "is missing", READS_AND_WRITES[call])
+    name = _delete_last_data_file(store)
+    assert name in _refused_in_one_line(spark, store, "is missing", READS_AND_WRITES[call])
+
+
+def test_a_deduplicators_damaged_sink_or_index_is_named_in_one_line_and_nothing_is_written(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The library's other tables go through the same checks: a sink whose last commit is an empty file
+    (also on the path of a sink append, records with a `topic` column), an index whose last commit's
+    last line is cut off, an index data file deleted."""
+    index, sink = tmp_path / "index", tmp_path / "sink"
+    dedup = Deduplicator.create(spark, str(index), by="id", interval=timedelta(seconds=10))
+    records = frame(spark, [Rec(("a",), 100, 0, 0, "a")], ("id",)).withColumn("topic", F.lit("t"))
+    dedup.run(records, 0, str(sink))
+
+    def logs() -> dict[Path, list[str]]:
+        return {t: sorted(p.name for p in (t / "_delta_log").iterdir()) for t in (index, sink)}
+
+    cases = ((sink, _zero_byte_last_commit, "empty file"), (index, _last_line_cut, "cannot be parsed"))
+    for table, harm, says in cases:
+        last = _commits(table / "_delta_log")[-1]
+        sound = last.read_bytes()
+        harm(table / "_delta_log")
+        files = logs()
+        with pytest.raises(DamagedTableError, match=says) as raised:
+            dedup.run(records, 1, str(sink))
+        message = str(raised.value)
+        assert "\n" not in message and str(table) in message and "RESTORE TABLE" in message
+        assert logs() == files
+        _rewrite(last, sound)  # repaired: the next case damages the other table alone
+    name = _delete_last_data_file(index)  # batch 0's entry of id a, which batch 1 reads
+    with pytest.raises(DamagedTableError, match="is missing") as raised:
+        dedup.run(records, 1, str(sink))
+    assert "\n" not in str(raised.value) and name in str(raised.value)
+    assert logs() == files

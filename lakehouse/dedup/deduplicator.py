@@ -49,7 +49,8 @@ column) *and* the same value in every other column. A record at a held offset wi
 its offset alone. A reset acknowledged by a new ``incarnation`` makes even an identical record at a held
 offset new (:mod:`lakehouse.dedup.incarnation`). A deduplicator whose records have no ``topic`` column
 is refused at its first batch into a sink another index or writer appends to (two sources' offsets
-would collide). Only records
+would collide), also when both start at once: its first sink commit is fenced and checks again
+(:func:`lakehouse.commit_log.prepare_append`). Only records
 that can be re-deliveries are checked: a record decided plain "forwarded" (not replayed, late or with a
 null id) has never been forwarded before, since a forwarded record's own entry either still stands (a
 re-delivery is then "replayed") or was superseded or expired, which makes a re-delivery late. The check
@@ -82,10 +83,9 @@ from lakehouse.commit_log import (
     hashable_columns,
     input_fingerprint,
     latest_snapshot,
+    other_writers,
     prepare_concurrently,
-    recorded_txn,
     require_writer_name,
-    txn_app_ids,
 )
 from lakehouse.damage import names_missing_files
 from lakehouse.dedup import _resolve
@@ -323,8 +323,9 @@ class Deduplicator:
         sink = resolve_path(sink)
         sink_exists = _require_sink_takes(self.spark, sink, df.schema)
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
-        if sink_exists and "topic" not in df.columns:
-            _refuse_shared_sink(sink_log)
+        sole = None if "topic" in df.columns else _shared_sink_refusal(sink)
+        if sink_exists and sole is not None:
+            _refuse_shared_sink(sink_log, sole)
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
             # After the batch's checks (bad input writes nothing): may create the sink (incarnation > 0).
@@ -333,7 +334,9 @@ class Deduplicator:
             rows = _forwarded(resolved, df.columns)
             if stats.replayed or stats.late or stats.null_ids:
                 rows = _without_redeliveries(resolved, df.columns, held, since)
-            return sink_log.planned_append(_few_files(rows, stats.forwarded), recorded, {}, index=self.path)
+            return sink_log.planned_append(
+                _few_files(rows, stats.forwarded), recorded, {}, sole=sole, index=self.path
+            )
 
         _, stats = self._apply(df, recorded, sink_append)
         self._stats = replace(stats, batch_id=batch_id, sink_rows=_rows_appended(sink_log, recorded))
@@ -638,21 +641,24 @@ def _status(spark: SparkSession, path: str) -> Any:
     return hadoop_fs(spark, path).getFileStatus(hadoop_path(spark, path))
 
 
-def _refuse_shared_sink(sink_log: CommitLog) -> None:
-    """Raise ``InvalidInputError`` at this writer's first batch into a sink other writers (other indexes or
-    writer names: other sources) append to, when the records have no ``topic`` column telling the sources
-    apart: their ``(partition, offset)`` pairs would collide. Costs nothing after the writer's first batch.
-    """
+def _shared_sink_refusal(sink: str) -> Callable[[str], InvalidInputError]:
+    """The refusal of records without a ``topic`` column into ``sink``, which another writer (another index
+    or writer name: another source) appends to: their ``(partition, offset)`` pairs would collide."""
+    return lambda other: InvalidInputError(
+        f"the dedup sink {sink} is written by {other} too and the records have no `topic` column telling "
+        "the sources apart (their partition/offset pairs would collide): add a `topic` column or use a sink "
+        "of its own (nothing was written to the sink)"
+    )
+
+
+def _refuse_shared_sink(sink_log: CommitLog, refusal: Callable[[str], InvalidInputError]) -> None:
+    """Raise ``refusal(other)`` at this writer's first batch into a sink another writer appends to, before
+    anything is written. Costs nothing after the writer's first batch. (A writer whose first batch races
+    another's is refused at its sink commit: see :func:`lakehouse.commit_log.prepare_append`.)"""
     snapshot = latest_snapshot(sink_log.spark, sink_log.path)
-    if recorded_txn(sink_log.spark, snapshot, sink_log.txn_app_id) is not None:
-        return
-    others = sorted(a for a in txn_app_ids(sink_log.spark, snapshot) if a != sink_log.txn_app_id)
+    others = other_writers(sink_log.spark, snapshot, sink_log.txn_app_id)
     if others:
-        raise InvalidInputError(
-            f"the dedup sink {sink_log.path} is written by {others[0]} too and the records have no `topic` "
-            "column telling the sources apart (their partition/offset pairs would collide): add a `topic` "
-            "column or use a sink of its own (nothing was written)"
-        )
+        raise refusal(others[0])
 
 
 def _forwarded(resolved: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse import delta_ops
-from lakehouse.commit_log import latest_snapshot
+from lakehouse.commit_log import CONFLICTS, latest_snapshot
 from lakehouse.errors import InvalidInputError
 
 #: Bits of a recorded batch id that hold the incarnation's own batch id.
@@ -35,6 +35,8 @@ BATCH_BITS = 40
 #: Largest incarnation whose recorded batch ids fit in a (signed 64-bit) ``txnVersion``.
 MAX_INCARNATION = 2 ** (63 - BATCH_BITS) - 1
 _ROW_TRACKING = "delta.enableRowTracking"
+#: Tries of an incarnation's first metadata commits against concurrent commits to the sink.
+_ATTEMPTS = 3
 
 
 def require_incarnation(incarnation: int) -> int:
@@ -87,6 +89,17 @@ def start_version(
     number, _, version = recorded.partition(":")
     if number == str(incarnation):
         return int(version)
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return _record_start(spark, sink, key, incarnation)
+        except CONFLICTS:  # a concurrent commit (another writer's append): each step is idempotent
+            continue
+    return _record_start(spark, sink, key, incarnation)
+
+
+def _record_start(spark: SparkSession, sink: str, key: str, incarnation: int) -> int:
+    """Enable row tracking on ``sink`` (if not yet) and record its current version as where
+    ``incarnation`` began (the property ``key``); the version."""
     if delta_ops.table_properties(spark, sink, _ROW_TRACKING).get(_ROW_TRACKING) != "true":
         spark.sql(f"ALTER TABLE delta.`{sink}` SET TBLPROPERTIES ('{_ROW_TRACKING}' = 'true')")
     version = int(latest_snapshot(spark, sink).version())

@@ -15,7 +15,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse.commit_log import CommitLog
 from lakehouse.dedup import Deduplicator, deduplicator
+from lakehouse.dedup.incarnation import rows_since, start_version
 from lakehouse.errors import InvalidInputError, LakehouseError
 from lakehouse.pipeline import run_pipeline
 from tests.dedup.helpers import frame, labels
@@ -86,6 +88,88 @@ def test_a_second_source_without_a_topic_column_is_refused_at_its_first_batch(
     three.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "c-0")], ("id",)), "c"), 0, shared)
     four.run(_with_topic(frame(spark, [Rec((None,), 100, 0, 0, "d-0")], ("id",)), "d"), 0, shared)
     assert _sink_labels(spark, shared) == ["c-0", "d-0"]
+
+
+@pytest.mark.slow
+def test_a_pipeline_without_a_topic_column_into_a_sink_another_source_writes_stops_at_its_first_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Another source's deduplicator wrote the pipeline's sink first; records without a `topic` column:
+    ingest stops in one line and the sink keeps the other source's rows."""
+    without_topic = RECORDS_DDL.replace("topic string, ", "")
+    pipeline = spec(tmp_path, records_schema=without_topic, max_files_per_trigger=0)
+    landed = spark.sparkContext.parallelize([_json(txn(1, "EUR", 30, 0))])
+    rows = spark.read.schema(without_topic).json(landed)
+    other = Deduplicator.create(spark, str(tmp_path / "other_index"), by="txn_id", interval=INTERVAL)
+    other.run(rows, 0, pipeline.tables.deduped)
+    land(tmp_path / "landing" / "transactions", "f0", [txn(0, "EUR", 30, 0)])
+    with pytest.raises(LakehouseError, match="no `topic` column") as stopped:
+        run_pipeline(spark, pipeline, "ingest", emit=lambda m: None)
+    assert "\n" not in str(stopped.value)
+    deduped = spark.read.format("delta").load(pipeline.tables.deduped)
+    assert [(r["key"], r["offset"]) for r in deduped.collect()] == [("t1", 0)]
+
+
+def test_two_sources_without_a_topic_column_starting_at_once_on_one_sink_the_second_is_refused(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both pass the first-batch check (no sink yet); source A's whole first batch lands between source B's
+    check and B's sink commit: B's sink commit is refused in one line and the sink holds A's rows only."""
+    sink = str(tmp_path / "sink")
+    one, two = (
+        Deduplicator.create(spark, str(tmp_path / name), by="id", interval=INTERVAL) for name in ("a", "b")
+    )
+    real = deduplicator.prepare_concurrently
+
+    def b_prepared_then_a_runs(spark: SparkSession, prepares: list) -> list:
+        commits = real(spark, prepares)
+        monkeypatch.setattr(deduplicator, "prepare_concurrently", real)
+        one.run(frame(spark, [Rec((None,), 100, 0, 0, "a-0")], ("id",)), 0, sink)
+        return commits
+
+    monkeypatch.setattr(deduplicator, "prepare_concurrently", b_prepared_then_a_runs)
+    with pytest.raises(InvalidInputError, match="no `topic` column") as refused:
+        two.run(frame(spark, [Rec((None,), 100, 0, 0, "b-0")], ("id",)), 0, sink)
+    assert "\n" not in str(refused.value) and "lakehouse.dedup:" in str(refused.value)
+    assert _sink_labels(spark, sink) == ["a-0"]
+
+
+def test_two_first_commits_prepared_at_once_on_one_sink_the_second_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Two sole writers' first appends planned on the same (existing) sink version: the second commit
+    meets the first's fence and, appended again, is refused; a writer that committed before goes on."""
+    sink = str(tmp_path / "sink")
+    spark.createDataFrame([], "v int").write.format("delta").save(sink)
+    rows = spark.createDataFrame([(1,)], "v int")
+
+    def refusal(other: str) -> InvalidInputError:
+        return InvalidInputError(f"shared with {other}")
+
+    one, two = (CommitLog(spark, sink, name) for name in ("one", "two"))
+    first = one.planned_append(rows, 0, {}, sole=refusal)()
+    second = two.planned_append(rows, 0, {}, sole=refusal)()
+    first()
+    with pytest.raises(InvalidInputError, match="shared with one"):
+        second()
+    one.append(rows, 1, {})
+    assert spark.read.format("delta").load(sink).count() == 2
+
+
+def test_an_unfenced_append_meeting_an_incarnations_first_metadata_commit_is_appended_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A sink append planned before another writer's first batch of a new incarnation (row tracking turned
+    on, its start recorded: metadata commits) lands after them, once, instead of a raw conflict error."""
+    sink = str(tmp_path / "sink")
+    tracked = "TBLPROPERTIES ('delta.enableRowTracking' = true)"
+    spark.sql(f"CREATE TABLE delta.`{sink}` (v int) USING delta {tracked}")
+    planned = CommitLog(spark, sink, "other").planned_append(spark.createDataFrame([(1,)], "v int"), 0, {})()
+    assert start_version(spark, sink, "writer", 1, None) == 0  # a metadata commit: version 1
+    planned()
+    sink_rows = spark.read.format("delta").load(sink)
+    assert sink_rows.count() == 1 and sink_rows.where(rows_since(0)).count() == 1
+    assert start_version(spark, sink, "writer", 1, None) == 0
 
 
 @pytest.mark.slow
