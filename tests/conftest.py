@@ -35,6 +35,7 @@ TEST_SPARK_CONF = {
 LONGEST_FILES = (
     "tests/pipeline/test_crash_anywhere.py",
     "tests/read/test_differential.py",
+    "tests/dedup/test_offset_identity.py",
     "tests/pipeline/test_pipeline.py",
     "tests/replica/test_replica.py",
     "tests/test_cluster.py",
@@ -43,6 +44,7 @@ LONGEST_FILES = (
     "tests/replica/test_files.py",
     "tests/test_demo.py",
     "tests/kafka/test_kafka_source.py",
+    "tests/kafka/test_kafka_reset.py",
     "tests/pipeline/test_continuous.py",
     "tests/replica/test_model_differential.py",
     "tests/versioned/test_commits.py",
