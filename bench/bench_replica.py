@@ -70,8 +70,12 @@ STORE_META = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": 
 
 
 def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> VersionedStore:
-    """A store of ``keys`` x ``versions`` versions written with one append (its CDF records the inserts)."""
-    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL)
+    """A store of ``keys`` x ``versions`` versions written with one append (its CDF records the inserts).
+
+    Its handle never seals by itself (``seal_policy=None``): the rounds' seals are the ones each case
+    names (with the default policy a 10% batch of the small store sealed inside ``put_all``, leaving the
+    seal case nothing to sync)."""
+    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL, seal_policy=None)
     rows = spark.range(keys * versions).select(
         (F.col("id") % keys).alias("k"), (F.col("id") / keys).cast("long").alias("n"), F.rand(1).alias("v")
     )
