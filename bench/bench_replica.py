@@ -14,15 +14,23 @@ copies of the source's files, replaying the range's file actions):
   checkpoint moves on without copying a row; the whole-table replica copies the seal's new files.
 - **both**: another batch and its seal, synced as one range.
 
-Between rounds every replica runs its own maintenance (the shard replica seals itself), untimed. Finally
+Between rounds every replica runs its own maintenance (the shard replica seals itself), untimed. Then
 the large store is restored from nothing into ``--rounds`` fresh replicas of each kind (timed). Every figure
 is the median run; each incremental sync is compared with its kind's cold restore, and the large store's
 with the small store's. A tiny store is synced every way first (untimed), so no timed sync pays the JVM's
 first use of a path. Each timed call runs in its own Spark job group: the results give its job count and
 the replica commit's ``operationMetrics``.
 
+**Failover** (issue 37): the failover drill (:func:`lakehouse.replica.failover.run_failover_drill`, two
+tasks, three clients, one standby each) on another large store, fed two batches of ``--changed`` keys: the
+active client of task ``0_0`` dies with the last batch unsynced, the next assignment promotes the
+caught-up standby, which syncs the rest and serves a read (``get`` of one key through the replica opened
+as a store); next to it a cold restore of the same shard at the same version and the same read (one run
+each: the drill's own order).
+
 Run: ``flock /tmp/bench.lock .venv/bin/python bench/bench_replica.py [--keys 1000000 --versions 10
---changed 100000 --rounds 3] [--out FILE]``; writes ``bench/RESULTS_replica.md`` (or ``--out``).
+--changed 100000 --rounds 3] [--part all|sync|failover] [--out FILE]``; writes ``bench/RESULTS_replica.md``
+(or ``--out``). ``--part`` runs one part only and keeps the other's section of the file as it was.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from pyspark.sql import types as T
 
 from lakehouse.config import load_settings
 from lakehouse.replica import Replica, Shard
+from lakehouse.replica.failover import run_failover_drill
 from lakehouse.session import get_spark
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.segments import segment_column
@@ -55,12 +64,18 @@ INTERVAL = timedelta(hours=6)
 KINDS = (("Shard(0, 1), logical changelog", Shard(0, 1)), ("whole table, file copies", None))
 #: The change cases of a round.
 CASES = ("batches", "seal", "both")
+#: Where the failover section of the results file starts.
+FAILOVER_HEADING = "## Failover"
 STORE_META = '{"lakehouse": {"app_id": "lakehouse.versioned_store", "batch_id": %d, "stream_time_us": %d}}'
 
 
 def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> VersionedStore:
-    """A store of ``keys`` x ``versions`` versions written with one append (its CDF records the inserts)."""
-    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL)
+    """A store of ``keys`` x ``versions`` versions written with one append (its CDF records the inserts).
+
+    Its handle never seals by itself (``seal_policy=None``): the rounds' seals are the ones each case
+    names (with the default policy a 10% batch of the small store sealed inside ``put_all``, leaving the
+    seal case nothing to sync)."""
+    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL, seal_policy=None)
     rows = spark.range(keys * versions).select(
         (F.col("id") % keys).alias("k"), (F.col("id") / keys).cast("long").alias("n"), F.rand(1).alias("v")
     )
@@ -129,15 +144,15 @@ def last_commit(spark: SparkSession, path: str) -> dict[str, str]:
 
 
 def warm_up(spark: SparkSession, root: Path) -> None:
-    """A restore, a batch's, a seal's and a drop's sync of a tiny store, and a replica seal, so timed calls
-    pay no first-use costs."""
+    """A restore, a batch's and a seal's sync of a tiny store, and a replica seal, so timed calls pay no
+    first-use costs."""
     store = bulk_store(spark, str(root / "warm_src"), 1000, 2)
     replicas = [
         Replica.create(spark, store.path, str(root / f"warm_{i}"), s) for i, (_, s) in enumerate(KINDS)
     ]
     for replica in replicas:
         replica.sync()
-    for batch_id in (1, 2):
+    for batch_id in (1,):
         store.put_all(change_set(spark, 100, (2 + batch_id) * STEP_S), batch_id=batch_id, sequence_by="seq")
         for replica in replicas:
             replica.sync()
@@ -172,58 +187,135 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--changed", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each sync and restore")
+    parser.add_argument("--part", choices=("all", "sync", "failover"), default="all")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS_replica.md"))
     args = parser.parse_args()
     settings = load_settings("local", overrides={"log_level": "ERROR", "driver_memory": "3g"})
     spark = get_spark({"spark.ui.enabled": "false"}, settings)
     root = Path(tempfile.mkdtemp(prefix="bench_replica_"))
     try:
-        warm_up(spark, root)
-        results: dict[tuple[str, str, int], tuple] = {}
-        sizes = {}
-        for name, versions in (("small", 1), ("large", args.versions)):
-            store = bulk_store(spark, str(root / f"{name}_src"), args.keys, versions)
-            sizes[name] = args.keys * versions
-            replicas = [
-                Replica.create(spark, store.path, str(root / f"{name}_replica_{i}"), shard)
-                for i, (_, shard) in enumerate(KINDS)
-            ]
-            for replica in replicas:
-                replica.sync()
-            rounds = [round_of(spark, store, replicas, name, n, args) for n in range(args.rounds)]
-            for case in CASES:
-                for i in range(len(KINDS)):
-                    runs = [found[case][0][i] for found in rounds]
-                    median = middle(runs)
-                    commit = rounds[runs.index(median)][case][1][i]
-                    results[(name, case, i)] = (median, commit)
-                    print(name, case, KINDS[i][0], median[0], median[1], flush=True)
-        large = str(root / "large_src")
-        colds = []
-        for i, (_, shard) in enumerate(KINDS):
-            runs = []
-            for n in range(args.rounds):
-                cold = Replica.create(spark, large, str(root / f"large_cold_{i}_{n}"), shard)
-                runs.append(timed(spark, f"cold_{i}_{n}", cold.sync))
-            colds.append(middle(runs))
-            print("cold", KINDS[i][0], colds[-1][0], flush=True)
-        write(args, sizes, results, colds)
+        if args.part != "failover":  # the drill warms up itself: its catch-up is not a replica's first sync
+            warm_up(spark, root)
+        old = args.out.read_text() if args.out.exists() else ""
+        sync_text, _, failover_text = old.partition(FAILOVER_HEADING)
+        failover_text = FAILOVER_HEADING + failover_text if failover_text else ""
+        if args.part != "failover":
+            sync_text = sync_part(spark, root, args)
+        if args.part != "sync":
+            failover_text = failover_part(spark, root, args)
+        args.out.write_text(sync_text.rstrip("\n") + "\n\n" + failover_text)
+        print(args.out.read_text())
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def write(args, sizes, results, colds) -> None:
+def sync_part(spark: SparkSession, root: Path, args) -> str:
+    """The incremental syncs against cold restores, as the results file's text."""
+    results: dict[tuple[str, str, int], tuple] = {}
+    sizes = {}
+    for name, versions in (("small", 1), ("large", args.versions)):
+        store = bulk_store(spark, str(root / f"{name}_src"), args.keys, versions)
+        sizes[name] = args.keys * versions
+        replicas = [
+            Replica.create(spark, store.path, str(root / f"{name}_replica_{i}"), shard)
+            for i, (_, shard) in enumerate(KINDS)
+        ]
+        for replica in replicas:
+            replica.sync()
+        rounds = [round_of(spark, store, replicas, name, n, args) for n in range(args.rounds)]
+        for case in CASES:
+            for i in range(len(KINDS)):
+                runs = [found[case][0][i] for found in rounds]
+                median = middle(runs)
+                commit = rounds[runs.index(median)][case][1][i]
+                results[(name, case, i)] = (median, commit)
+                print(name, case, KINDS[i][0], median[0], median[1], flush=True)
+    large = str(root / "large_src")
+    colds = []
+    for i, (_, shard) in enumerate(KINDS):
+        runs = []
+        for n in range(args.rounds):
+            cold = Replica.create(spark, large, str(root / f"large_cold_{i}_{n}"), shard)
+            runs.append(timed(spark, f"cold_{i}_{n}", cold.sync))
+        colds.append(middle(runs))
+        print("cold", KINDS[i][0], colds[-1][0], flush=True)
+    return write(args, sizes, results, colds)
+
+
+def command(args) -> str:
+    default = args.out.resolve() == BENCH / "RESULTS_replica.md"
+    return (
+        "`flock /tmp/bench.lock .venv/bin/python bench/bench_replica.py "
+        f"--keys {args.keys} --versions {args.versions} --changed {args.changed} --rounds {args.rounds} "
+        f"--part {args.part}{'' if default else f' --out {args.out}'}`"
+    )
+
+
+def load_line() -> str:
     load = os.getloadavg()
+    return (
+        f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average at the end "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores shared with other sessions); "
+        f"{sys.version.split()[0]}"
+    )
+
+
+def failover_part(spark: SparkSession, root: Path, args) -> str:
+    """The failover drill on a store of ``--keys`` x ``--versions`` rows, as the results file's text."""
+    drill = root / "failover"
+    store = bulk_store(spark, str(drill / "source"), args.keys, args.versions)
+    at_s = (args.versions + 1) * STEP_S
+    batches = [change_set(spark, args.changed, at_s + n * STEP_S) for n in range(2)]
+
+    def put(store: VersionedStore, batch, batch_id: int) -> None:
+        store.put_all(batch, batch_id=batch_id + 1, sequence_by="seq")  # the bulk write is batch 0
+
+    report = run_failover_drill(spark, str(drill), store, batches, put=put)
+    reads = {}
+    for name, client in (("promoted", report.promoted), ("cold", "cold")):
+        path = str(drill / "clients" / client / report.task)
+        key = spark.read.format("delta").load(path).select("k").first()[0]
+        seconds, found, _ = timed(
+            spark, f"read_{name}", lambda p=path, k=key: VersionedStore.open(spark, p).get(k)
+        )
+        assert found == store.get(key), (name, key)
+        reads[name] = seconds
+    catch_up, cold = report.catch_up, report.cold_restore
+    failover_s = catch_up.seconds + reads["promoted"]
+    cold_s = cold.seconds + reads["cold"]
+    lines = [
+        f"{FAILOVER_HEADING} (the drill at {args.keys * args.versions:,} rows)",
+        "",
+        f"Command: {command(args)}",
+        load_line(),
+        "",
+        f"The failover drill (`run_failover_drill`: tasks 0_0 and 0_1, three clients, one standby each) on a "
+        f"store of {args.keys * args.versions:,} rows fed two batches of {args.changed:,} keys; the last one "
+        f"is unsynced when {report.lost}, active for {report.task}, dies. Generation 2 promotes "
+        f"{report.promoted} ({'it held the standby' if report.promoted_held_replica else 'a cold client'}). "
+        "One run each (the drill's order: the catch-up, then the cold restore).",
+        "",
+        "| to serving 0_0 | versions | rows written | sync or restore (s) | first read (s) | total (s) |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| promoted standby: sync the rest, read | {catch_up.versions} | {catch_up.rows:,} | "
+        f"{catch_up.seconds:.2f} | {reads['promoted']:.2f} | {failover_s:.2f} |",
+        f"| cold restore of the shard, read | {cold.versions} | {cold.rows:,} | {cold.seconds:.2f} | "
+        f"{reads['cold']:.2f} | {cold_s:.2f} |",
+        "",
+        f"Failover {cold_s / max(failover_s, 1e-3):.1f}x faster than a cold restore; reads from the promoted "
+        f"replica equal the source's at version {catch_up.checkpoint}: {report.reads_equal}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(args, sizes, results, colds) -> str:
     met = {True: "met", False: "missed"}
     lines = [
         "# Replica benchmark (issues 13 and 37)",
         "",
-        "Command: `flock /tmp/bench.lock .venv/bin/python bench/bench_replica.py "
-        f"--keys {args.keys} --versions {args.versions} --changed {args.changed} --rounds {args.rounds}"
-        f"{'' if args.out.resolve() == BENCH / 'RESULTS_replica.md' else f' --out {args.out}'}`",
-        f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average at the end "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores shared with other sessions); "
-        f"{sys.version.split()[0]}",
+        f"Command: {command(args)}",
+        load_line(),
         "",
         f"A batch writes a new version of {args.changed:,} keys ({args.changed / sizes['large']:.1%} of the "
         f"large store); its seal rewrites {2 * args.changed:,} rows. Every time is the median of "
@@ -270,8 +362,7 @@ def write(args, sizes, results, colds) -> None:
             for case in CASES
         ),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lakehouse.errors import InvalidInputError
+from lakehouse.versioned.segments import SEGMENT_COL
 
 _COPY_THREADS = 8
 
@@ -144,6 +145,12 @@ def copy_files(
 def is_removal(action: Any) -> bool:
     """Whether ``action`` is a ``RemoveFile``."""
     return _kind(action) == "RemoveFile"
+
+
+def segment_of(action: Any) -> int | None:
+    """The ``segment`` partition value of a versioned store's ``AddFile`` (None: its NULL partition)."""
+    value = action.partitionValues().get(SEGMENT_COL)
+    return None if not value.isDefined() or value.get() is None else int(value.get())
 
 
 def _kind(action: Any) -> str:

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.commit_log import BATCH_IDS, commit_infos, parse_metadata
 from lakehouse.times import from_micros
+from lakehouse.versioned.store import READ_NEUTRAL_OPERATIONS
 from lakehouse.versioned.store import STATE_FIELDS as STORE_STATE_FIELDS
 
 #: The fields of a store's commit metadata that its readers need (its state, each writer's and the
@@ -116,10 +117,12 @@ def logical_role(commit: Commit, app_id: str) -> str | None:
     - :data:`WRITE`: a batch (``put_all``, ``put``, an empty batch): its non-removed change rows are new or
       re-bounded versions, the logical changelog.
     - :data:`DROP`: a partition drop (expiry, purge), applied as a metadata-only drop.
-    - :data:`NEUTRAL`: a commit that changes no read: a seal (the store's own MERGE of its pending rows into
-      their segments: a commit of ``app_id`` that is neither a batch nor a drop), ``OPTIMIZE``, ``VACUUM``,
-      table properties.
-    - None: a commit of someone else that changed rows (a replica cannot tell what it means for reads).
+    - :data:`NEUTRAL`: a commit that changes no read: one whose Delta operation changes no rows
+      (``OPTIMIZE``, ``VACUUM``, table properties), or a commit of ``app_id`` whose metadata names an
+      operation of :data:`lakehouse.versioned.store.READ_NEUTRAL_OPERATIONS` (a seal: the store's own
+      MERGE of its pending rows into their segments).
+    - None: any other commit that changed rows: someone else's, or one of the store's that says neither
+      (a replica cannot tell what it means for reads, so it re-initializes rather than skip it).
     """
     if commit.operation in _NO_ROW_CHANGES:
         return NEUTRAL
@@ -127,7 +130,9 @@ def logical_role(commit: Commit, app_id: str) -> str | None:
         return DROP
     if commit.meta.get("app_id") != app_id:
         return None
-    return WRITE if BATCH_FIELD in commit.meta else NEUTRAL
+    if BATCH_FIELD in commit.meta:
+        return WRITE
+    return NEUTRAL if commit.meta.get("operation") in READ_NEUTRAL_OPERATIONS else None
 
 
 def coverage_problem(commits: list[Commit], checkpoint: int, target: int) -> str | None:

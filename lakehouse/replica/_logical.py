@@ -24,7 +24,10 @@ resolves from its last seal's stream time stays right.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -72,6 +75,27 @@ def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[st
         )
     pending = written.drop(*CDF_COLUMNS).withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
     return pending.select(*[F.col(f"`{c}`") for c in columns])
+
+
+#: Delta's statistics of a timestamp column are truncated to milliseconds.
+STATS_PRECISION = timedelta(milliseconds=1)
+
+
+def valid_from_bound(files: Iterable[Any], which: str) -> datetime | None:
+    """The least (``which`` ``"minValues"``) or greatest (``"maxValues"``) ``valid_from`` of ``files``
+    (``AddFile`` actions) by their statistics, truncated to milliseconds as Delta writes them (the true
+    greatest is below the bound plus :data:`STATS_PRECISION`); None when a file has no such statistic or
+    there is no file."""
+    found = []
+    for action in files:
+        text = action.stats()
+        bound = (json.loads(text).get(which) or {}).get(VALID_FROM) if text else None
+        if bound is None:
+            return None
+        found.append(datetime.fromisoformat(bound))
+    if not found:
+        return None
+    return min(found) if which == "minValues" else max(found)
 
 
 def pending_match(keys: Sequence[str], target: str = "t", source: str = "s") -> Column:

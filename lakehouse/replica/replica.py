@@ -70,11 +70,13 @@ from lakehouse.replica.registry import file_retention_hours, register, registere
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.records import SealResult
 from lakehouse.versioned.store import (
-    _PENDING_WRITES,
-    _SEAL_STREAM_TIME,
-    _SEALED_WRITES,
     LOWEST_SEGMENT,
+    PENDING_TIER_FIELDS,
+    READ_NEUTRAL_OPERATIONS,
     VersionedStore,
+    has_pending,
+    pending_tier_appended,
+    pending_tier_sealed,
 )
 from lakehouse.versioned.store import STATE_FIELDS as STORE_STATE_FIELDS
 
@@ -107,8 +109,6 @@ _FILES_PER_STATE_PARTITION = 50_000
 # The replica's newest commits read first when looking for its last own commit (the newest one first, then
 # these, then all of them if needed).
 _RECENT_COMMITS = 20
-#: A logical replica's own state fields (its pending tier's counters and last seal), never the source's.
-_OWN_FIELDS = (_PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
 _STREAM_TIME = STORE_STATE_FIELDS[0]
 
 
@@ -386,9 +386,7 @@ class Replica:
                 f"replica {self.path} mirrors its source's rows or files: only a shard replica of a "
                 "versioned store seals itself"
             )
-        store = VersionedStore.open(self.spark, self.path)
-        store._writable = True  # the replica's own maintenance, like its sync
-        return store
+        return VersionedStore.open(self.spark, self.path).maintaining_replica()
 
     def _vacuum(self, retention: timedelta) -> None:
         """VACUUM the replica with its own retention (a logical replica's VACUUM records its state)."""
@@ -449,8 +447,8 @@ class Replica:
             in_range = checkpoint < commit.version <= target
             if in_range and _history.logical_role(commit, self._kind().app_id) is None:
                 return (
-                    f"source version {commit.version} ({commit.operation}) changed rows without the store: "
-                    "its effect on reads is unknown"
+                    f"source version {commit.version} ({commit.operation}) is neither a batch, a drop nor a "
+                    "read-neutral commit of the store: its effect on reads is unknown"
                 )
         return None
 
@@ -472,10 +470,10 @@ class Replica:
         return found
 
     def _own_state(self, kind: SourceKind) -> dict[str, Any]:
-        """A logical replica's own pending-tier counters and last seal (:data:`_OWN_FIELDS`), as its
+        """A logical replica's own pending-tier counters and last seal (:data:`PENDING_TIER_FIELDS`), as its
         commits recorded them (0 and None before any)."""
-        state = CommitLog(self.spark, self.path, kind.app_id, _OWN_FIELDS).read().state
-        return {field: state.get(field) for field in _OWN_FIELDS}
+        state = CommitLog(self.spark, self.path, kind.app_id, PENDING_TIER_FIELDS).read().state
+        return {field: state.get(field) for field in PENDING_TIER_FIELDS}
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
         """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
@@ -499,7 +497,8 @@ class Replica:
                     return "it mirrors the source's physical rows (an older replica), not its versions"
                 if own is not None:
                     return None
-                if meta.get("app_id") == self._kind().app_id and self._logical():
+                own_maintenance = meta.get("operation") in READ_NEUTRAL_OPERATIONS
+                if meta.get("app_id") == self._kind().app_id and self._logical() and own_maintenance:
                     continue  # its own seal: the stores refuse every other write to a replica
                 version, operation = info["version"], info["operation"]
                 return f"version {version} of the replica ({operation}) was not written by its sync"
@@ -523,15 +522,8 @@ class Replica:
         """A logical replica's own state after a restore at ``target``: nothing pending (its counters equal,
         and at least what it recorded before: state only grows), sealed at the source's stream time then
         (every version a later batch writes was accepted at or after it minus the retention)."""
-        own = self._own_state(kind)
-        writes = max(int(own[_PENDING_WRITES] or 0), int(own[_SEALED_WRITES] or 0))
         stream_time = _history.recorded_at(commits, kind.app_id, target).get(_STREAM_TIME)
-        sealed_at = [int(v) for v in (own[_SEAL_STREAM_TIME], stream_time) if v is not None]
-        return {
-            _PENDING_WRITES: writes,
-            _SEALED_WRITES: writes,
-            _SEAL_STREAM_TIME: max(sealed_at) if sealed_at else None,
-        }
+        return pending_tier_sealed(self._own_state(kind), stream_time)
 
     def _changes(self, first: int, last: int) -> DataFrame:
         changes = _changes.read_changes(self.spark, self.source_path, first, last)
@@ -656,13 +648,11 @@ class Replica:
         pending already is replaced). No batch, or none that wrote a row: an empty commit records the
         checkpoint.
         """
-        own = self._own_state(kind)
-        pending_writes, sealed_writes = int(own[_PENDING_WRITES] or 0), int(own[_SEALED_WRITES] or 0)
+        before = self._own_state(kind)
         wrote = any(_history.wrote_rows(c) for c in commits if c.version in versions)
-        extra: dict[str, Any] = {}
+        own, extra = before, dict[str, Any]()
         if wrote:
-            own[_PENDING_WRITES] = max(pending_writes, sealed_writes) + 1
-            extra[LOWEST_SEGMENT] = PENDING_SEGMENT
+            own, extra = pending_tier_appended(before), {LOWEST_SEGMENT: PENDING_SEGMENT}
         commit = self._commit(commits, kind, last, "sync", own=own, **extra)
         rows = 0
         if wrote:
@@ -671,7 +661,7 @@ class Replica:
             written = _logical.written_versions(self._changes_of(versions))
             pending = _logical.as_pending(written, kind.identity, columns, net)
             with self._state_partitions(), self._no_missing_files():
-                if pending_writes > sealed_writes:
+                if has_pending(before) and not self._only_newer_versions(commits, versions):
                     self._merge_pending(pending, kind, commit)
                 else:
                     append_to_table(pending, self.path, delta_ops.commit_options(*commit))
@@ -679,6 +669,29 @@ class Replica:
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
         return rows
+
+    def _only_newer_versions(self, commits: list[_history.Commit], versions: list[int]) -> bool:
+        """Whether every version the batch commits ``versions`` wrote starts after every version pending in
+        the replica, by file statistics (the source's log and the replica's state, no row read): each batch
+        only appended files (its changes are their rows) and their least ``valid_from`` is above the
+        greatest of the replica's pending files. Then none of them is pending in the replica already, and
+        appending them is what the MERGE would do. False: not known."""
+        if not all(_history.inserts_only(commits, v, v) for v in versions):
+            return False
+        added = [
+            action
+            for first, last in _logical.runs(versions)
+            for action in _files.changes(self.spark, self.source_path, first, last).actions
+            if not _files.is_removal(action)
+        ]
+        low = _logical.valid_from_bound(added, "minValues")
+        pending = [
+            f for f in snapshot_files(self.spark, self.path) if _files.segment_of(f) == PENDING_SEGMENT
+        ]
+        if not pending:
+            return True
+        high = _logical.valid_from_bound(pending, "maxValues")
+        return low is not None and high is not None and low >= high + _logical.STATS_PRECISION
 
     def _merge_pending(
         self, pending: DataFrame, kind: SourceKind, commit: tuple[str, tuple[str, int] | None]
@@ -825,11 +838,11 @@ class Replica:
         return _files.live_rows(files)
 
     def _commit_if_skipped(self, version: int, commit: tuple[str, tuple[str, int] | None]) -> None:
-        """Record checkpoint ``version`` with an empty commit when the change wrote none (nothing matched)."""
+        """Record checkpoint ``version`` with an empty commit when the change wrote none (nothing matched, or
+        only commits that change no read): its ``SetTransaction`` and metadata alone, no Spark job."""
         found = self.checkpoint()
         if found is None or found < version:
-            empty = self.spark.createDataFrame([], self.table().schema)
-            append_to_table(empty, self.path, delta_ops.commit_options(*commit))
+            commit_file_actions(self.spark, self.path, [], delta_ops.commit_options(*commit), "Append")
 
     def _add_new_columns(self, schema: T.StructType) -> None:
         """Add columns the source gained (a dedup index's id columns) to the replica (a schema commit)."""
@@ -853,9 +866,9 @@ class Replica:
 
         The metadata is the store's own (``app_id``, stream time, last batch ids as of ``version``), so the
         replica opens as the store read then, plus a ``replica`` entry and ``fields``. ``own``: a logical
-        replica's own state fields (:data:`_OWN_FIELDS`), recorded instead of the source's (its pending tier
-        is its own). ``source_id`` None: no checkpoint is recorded (a rebuild at the checkpoint it has
-        already); "" the replica's own source id.
+        replica's own state fields (:data:`lakehouse.versioned.store.PENDING_TIER_FIELDS`), recorded
+        instead of the source's (its pending tier is its own). ``source_id`` None: no checkpoint is
+        recorded (a rebuild at the checkpoint it has already); "" the replica's own source id.
         """
         recorded = _history.recorded_at(commits, kind.app_id, version)
         replica: dict[str, Any] = {"source_version": version, "operation": operation}
@@ -863,7 +876,7 @@ class Replica:
             replica["files"] = True  # the replica's files are copies of the source's
         if own is not None:
             replica["logical"] = True  # its rows are its own layout of the source's versions
-            recorded = {f: v for f, v in recorded.items() if f not in _OWN_FIELDS}
+            recorded = {f: v for f, v in recorded.items() if f not in PENDING_TIER_FIELDS}
             recorded.update({f: v for f, v in own.items() if v is not None})
         extra: dict[str, Any] = {"replica": replica, **fields}
         extra.update({f: v for f, v in recorded.items() if f != "batch_id"})

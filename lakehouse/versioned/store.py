@@ -115,6 +115,19 @@ STATE_FIELDS = (
     _SEALED_ROWS,
     _LIVE_KEYS,
 )
+#: The state fields of a store's pending tier: the commits that appended pending rows, those the newest seal
+#: had sealed, and that seal's stream time. A shard replica (``lakehouse.Replica``) lays out its source's
+#: versions itself: it records its own values of these (:func:`pending_tier_appended`,
+#: :func:`pending_tier_sealed`), never the source's.
+PENDING_TIER_FIELDS = (_PENDING_WRITES, _SEALED_WRITES, _SEAL_STREAM_TIME)
+#: The ``operation`` a seal's commit records in its metadata (a seal changes no read).
+SEAL_OPERATION = "seal"
+#: The ``operation`` a VACUUM's commits record in their metadata.
+VACUUM_OPERATION = "vacuum"
+#: Commit metadata operations of the store that change no read (every read is the same before and after):
+#: a follower of the store's changelog skips exactly these, and its batches (metadata ``records``) and
+#: partition drops; any other commit of the store it cannot interpret.
+READ_NEUTRAL_OPERATIONS = frozenset({SEAL_OPERATION, VACUUM_OPERATION})
 #: The policy a store handle seals by unless told otherwise (:mod:`lakehouse.versioned.policy`).
 DEFAULT_SEAL_POLICY = SealPolicy()
 _SINGLE_PUT_SEQUENCE = "_lh_sequence"
@@ -146,6 +159,7 @@ class VersionedStore:
         self.schema = schema
         self.seal_policy = seal_policy
         self._writable = False
+        self._maintains_replica = False
         self._log = CommitLog(spark, path, APP_ID, STATE_FIELDS, writer, fenced=True)
 
     # ------------------------------------------------------------------ construction
@@ -268,7 +282,7 @@ class VersionedStore:
 
     def _versions(self, version: int, state: Mapping[str, Any]) -> DataFrame:
         """:meth:`versions` at ``version`` of state ``state`` (the table itself when nothing is pending)."""
-        if not _has_pending(state):
+        if not has_pending(state):
             return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
         region_from = self._region_from(state)
         query = versions_sql(
@@ -422,7 +436,7 @@ class VersionedStore:
 
     def _seal_due(self, state: Mapping[str, Any]) -> bool:
         """Whether the handle's seal policy seals a store of ``state`` (from its counters: no Spark job)."""
-        if self.seal_policy is None or not _has_pending(state):
+        if self.seal_policy is None or not has_pending(state):
             return False
         pending_rows = int(state.get(_PENDING_ROWS, 0)) - int(state.get(_SEALED_ROWS, 0))
         return self.seal_policy.due(pending_rows, int(state.get(_LIVE_KEYS, 0)))
@@ -471,7 +485,7 @@ class VersionedStore:
                 counts[INPUT_FINGERPRINT] = str(stats[INPUT_FINGERPRINT])
             written, source = 0, None
             accepted = int(stats["records"]) - int(stats["dropped"])
-            direct = known_stats is not None and not _has_pending(recorded.state)
+            direct = known_stats is not None and not has_pending(recorded.state)
             if stats["min_accepted_us"] is not None and direct:
                 incoming = _plan.accepted_records(marked, keys, values)
                 first = segment_of(stats["min_accepted_us"], self.settings.interval_us)
@@ -521,7 +535,7 @@ class VersionedStore:
         """
         keys, values = self.settings.keys, self.settings.values
         incoming = _plan.accepted_records(marked, keys, values)
-        pending_before = _has_pending(recorded.state)
+        pending_before = has_pending(recorded.state)
         if pending_before:
             existing = (
                 self._snapshot(recorded.version)
@@ -564,9 +578,9 @@ class VersionedStore:
         the seal policy of ``put_all`` weighs the pending rows against. Fails with ``ConcurrentWriteError``,
         writing nothing, if another writer committed after the seal read the store.
         """
-        self._check_writable()
+        self._check_writable(maintenance=True)
         recorded = self._log.read()
-        if not _has_pending(recorded.state):
+        if not has_pending(recorded.state):
             return SealResult(0)
         keys, values = self.settings.keys, self.settings.values
         pending = self._snapshot(recorded.version).where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
@@ -584,7 +598,8 @@ class VersionedStore:
             _LIVE_KEYS: latest.count(),
         }
         first = self._region_from(recorded.state)
-        rows, _ = self._merge_sealed(incoming, unpend, first, recorded.version, state, None, {}, "seal")
+        extra = {"operation": SEAL_OPERATION}
+        rows, _ = self._merge_sealed(incoming, unpend, first, recorded.version, state, None, extra, "seal")
         return SealResult(rows)
 
     def _merge_sealed(
@@ -837,15 +852,26 @@ class VersionedStore:
         up are kept; see :func:`lakehouse.replica.vacuum_source`. Delta's VACUUM commits record the store's
         state like every other commit of the store.
         """
-        self._check_writable()
+        self._check_writable(maintenance=True)
         # Imported here: the replica package reads the stores' settings and app ids.
         from lakehouse.replica.registry import vacuum_source
 
-        session = self._log.session(None, self._log.read().state, operation="vacuum")
+        session = self._log.session(None, self._log.read().state, operation=VACUUM_OPERATION)
         return vacuum_source(session, self.path).files_deleted
 
-    def _check_writable(self) -> None:
-        """Raise ``ReadOnlyReplicaError`` on a replica's table (checked once per store object)."""
+    def maintaining_replica(self) -> VersionedStore:
+        """This handle, allowed to :meth:`seal` and :meth:`vacuum` its table even if it is a replica's: a
+        shard replica (``lakehouse.Replica``) lays out its source's versions itself and maintains them on its
+        own schedule (neither changes a read). ``put``, ``put_all`` and ``expire`` stay refused on a replica
+        (``ReadOnlyReplicaError``): only the replica's sync changes what it holds."""
+        self._maintains_replica = True
+        return self
+
+    def _check_writable(self, maintenance: bool = False) -> None:
+        """Raise ``ReadOnlyReplicaError`` on a replica's table (checked once per store object), unless
+        ``maintenance`` (a seal, a VACUUM) through a handle :meth:`maintaining_replica`."""
+        if maintenance and self._maintains_replica:
+            return
         if not self._writable:
             delta_ops.refuse_replica_writes(self.spark, self.path)
             self._writable = True
@@ -961,7 +987,28 @@ def _reject_nulls(stats: Any) -> None:
             raise InvalidInputError(f"{stats[column]} record(s) with a null {what}: nothing was written")
 
 
-def _has_pending(state: Mapping[str, Any]) -> bool:
+def pending_tier_appended(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`PENDING_TIER_FIELDS` of a commit that appends pending rows to a store whose pending tier
+    is ``state``'s (one more commit with pending rows)."""
+    tier = {field: state.get(field) for field in PENDING_TIER_FIELDS}
+    tier[_PENDING_WRITES] = max(int(state.get(_PENDING_WRITES) or 0), int(state.get(_SEALED_WRITES) or 0)) + 1
+    return tier
+
+
+def pending_tier_sealed(state: Mapping[str, Any], stream_time_us: int | None) -> dict[str, Any]:
+    """The :data:`PENDING_TIER_FIELDS` of a store whose pending tier was ``state``'s and that now holds
+    nothing pending, sealed at ``stream_time_us`` (every later put is at or after it minus the retention).
+    The counters only grow, and so does the seal's stream time."""
+    writes = max(int(state.get(_PENDING_WRITES) or 0), int(state.get(_SEALED_WRITES) or 0))
+    sealed_at = [int(v) for v in (state.get(_SEAL_STREAM_TIME), stream_time_us) if v is not None]
+    return {
+        _PENDING_WRITES: writes,
+        _SEALED_WRITES: writes,
+        _SEAL_STREAM_TIME: max(sealed_at) if sealed_at else None,
+    }
+
+
+def has_pending(state: Mapping[str, Any]) -> bool:
     """Whether the pending partition may hold rows: a commit appended some after the newest seal."""
     return _pending_commits(state) > 0
 

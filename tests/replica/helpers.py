@@ -2,13 +2,64 @@
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.replica import Replica
+from lakehouse.replica import Replica, ReplicaReinitializedWarning, Shard
 from lakehouse.replica.failover import live_versions
 from lakehouse.versioned import VersionedStore
+from tests.versioned.helpers import batch_frame, create_store
+
+T = TypeVar("T")
+RETENTION_MS = 20
+INTERVAL_MS = 5
+#: Two keys' first versions (``(key, value, ms, partition, offset)``): batch 0 of most replica tests.
+TWO_KEYS = [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)]
+
+
+def put(store: VersionedStore, records: list[tuple], batch_id: int) -> None:
+    store.put_all(batch_frame(store.spark, records), batch_id=batch_id)
+
+
+def synced_replica(
+    spark: SparkSession,
+    root: Path,
+    shard: Shard | None = None,
+    records: list[tuple] = TWO_KEYS,
+    seal: bool = False,
+) -> tuple[VersionedStore, Replica]:
+    """A store at ``root/src`` holding ``records`` (batch 0; sealed if ``seal``) and a replica of ``shard``
+    at ``root/r`` restored from it."""
+    store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
+    put(store, records, 0)
+    if seal:
+        store.seal()
+    replica = Replica.create(spark, store.path, str(root / "r"), shard)
+    replica.sync()
+    return store, replica
+
+
+@contextmanager
+def no_reinit() -> Iterator[None]:
+    """A sync inside must not re-initialize its replica."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReplicaReinitializedWarning)
+        yield
+
+
+def jobs_of(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[T, int]:
+    """``call()``'s result and how many Spark jobs it ran (in job group ``group``)."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        result = call()
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    return result, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:

@@ -14,12 +14,17 @@ from lakehouse.commit_log import snapshot_files
 from lakehouse.errors import InvalidInputError
 from lakehouse.replica import Replica, ReplicaReinitializedWarning
 from lakehouse.versioned import VersionedStore
-from tests.replica.helpers import assert_equals_source, assert_follows_source
-from tests.replica.test_replica import RETENTION_CHECK, jobs_of, no_reinit, put
+from tests.replica.helpers import (
+    INTERVAL_MS,
+    RETENTION_MS,
+    assert_equals_source,
+    assert_follows_source,
+    jobs_of,
+    no_reinit,
+    put,
+    synced_replica,
+)
 from tests.versioned.helpers import at, create_store
-
-RETENTION_MS = 20
-INTERVAL_MS = 5
 
 
 def file_set(spark: SparkSession, path: str) -> set[tuple[str, str | None]]:
@@ -28,15 +33,6 @@ def file_set(spark: SparkSession, path: str) -> set[tuple[str, str | None]]:
         (f.path(), None if f.deletionVector() is None else str(f.deletionVector().uniqueId()))
         for f in snapshot_files(spark, path)
     }
-
-
-def one_key_store_and_replica(spark: SparkSession, tmp_path) -> tuple[VersionedStore, Replica]:
-    """A store of one version of key "a" and a whole-table replica restored from it."""
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
-    replica.sync()
-    return store, replica
 
 
 def modified_times(path: str, files: set[tuple[str, str | None]]) -> dict[str, int]:
@@ -87,7 +83,7 @@ def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_
 def test_a_whole_table_replica_built_row_by_row_is_rebuilt_from_the_source_files(
     spark: SparkSession, tmp_path
 ) -> None:
-    store, replica = one_key_store_and_replica(spark, tmp_path)
+    store, replica = synced_replica(spark, tmp_path, records=[("a", "x", 0, 0, 0)])
     # What an earlier lakehouse wrote: the same rows in files of the replica's own, a sync's metadata
     # without the file marker (replaying the source's file actions onto these files would be wrong).
     rows = spark.read.format("delta").load(store.path)
@@ -103,21 +99,13 @@ def test_a_whole_table_replica_built_row_by_row_is_rebuilt_from_the_source_files
 
 
 def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_the_files_it_shares(
-    spark: SparkSession, tmp_path
+    spark: SparkSession, tmp_path, retention_check_off: None
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    store.seal()
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
-    replica.sync()
+    store, replica = synced_replica(spark, tmp_path, seal=True)
     shared = file_set(spark, replica.path)
     put(store, [("c", "y", 10, 0, 2)], 1)  # a new key: the seal leaves the files of a and b as they are
     store.seal()
-    spark.conf.set(RETENTION_CHECK, "false")
-    try:
-        DeltaTable.forPath(spark, store.path).vacuum(0)  # files the replica's sync would copy are gone
-    finally:
-        spark.conf.unset(RETENTION_CHECK)
+    DeltaTable.forPath(spark, store.path).vacuum(0)  # files the replica's sync would copy are gone
     assert shared & file_set(spark, store.path)  # some files the replica holds the source still uses
     with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
         assert replica.sync().restored
@@ -128,7 +116,7 @@ def test_a_whole_table_replica_the_source_no_longer_covers_is_rebuilt_keeping_th
 def test_a_whole_table_replica_of_a_column_mapped_or_type_widened_source_is_refused_writing_nothing(
     spark: SparkSession, tmp_path
 ) -> None:
-    store, replica = one_key_store_and_replica(spark, tmp_path)
+    store, replica = synced_replica(spark, tmp_path, records=[("a", "x", 0, 0, 0)])
     before = DeltaTable.forPath(spark, replica.path).history(1).first()["version"]
     # Column mapping: the source's files name their columns by physical names only its metadata maps, so
     # copies of them in a table without that mapping would read as NULLs. A sync must refuse, not copy.

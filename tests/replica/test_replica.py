@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from delta.tables import DeltaTable
@@ -34,15 +31,25 @@ from lakehouse.replica.failover import live_versions
 from lakehouse.replica.replica import maintain_replicas
 from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
+from lakehouse.versioned.store import APP_ID as STORE_APP_ID
+from lakehouse.versioned.store import SEAL_OPERATION
 from tests.dedup.helpers import frame, labelled
-from tests.replica.helpers import assert_equals_source, assert_follows_source, rows
-from tests.versioned.helpers import SCHEMA, at, batch_frame, create_store
+from tests.replica.helpers import (
+    INTERVAL_MS,
+    RETENTION_MS,
+    TWO_KEYS,
+    assert_equals_source,
+    assert_follows_source,
+    jobs_of,
+    no_reinit,
+    put,
+    rows,
+    synced_replica,
+)
+from tests.versioned.helpers import SCHEMA, at, create_store
 
-T = TypeVar("T")
-RETENTION_MS = 20
-INTERVAL_MS = 5
-RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 HOUR = timedelta(hours=1)
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 SLOW_SETTINGS = settings(
     max_examples=2,
     deadline=None,
@@ -63,18 +70,6 @@ OPS = st.lists(
     min_size=3,
     max_size=6,
 )
-
-
-@contextmanager
-def no_reinit() -> Iterator[None]:
-    """A sync inside must not re-initialize its replica."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ReplicaReinitializedWarning)
-        yield
-
-
-def put(store: VersionedStore, records: list[tuple], batch_id: int) -> None:
-    store.put_all(batch_frame(store.spark, records), batch_id=batch_id)
 
 
 @pytest.mark.slow
@@ -173,10 +168,7 @@ def test_dedup_index_replicas_equal_the_source_at_their_checkpoint(
 def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
     spark: SparkSession, tmp_path, shard: Shard | None
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"), shard)
-    replica.sync()
+    store, replica = synced_replica(spark, tmp_path, shard)
     put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
     store.expire()  # a partition drop: the range is applied in two commits
     put(store, [("b", None, 50, 0, 4)], 2)
@@ -195,16 +187,6 @@ def test_sync_interrupted_after_any_commit_and_rerun_yields_the_same_replica(
     assert replica.sync().versions == 0
 
 
-def jobs_of(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[T, int]:
-    """``call()``'s result and how many Spark jobs it ran (in job group ``group``)."""
-    spark.sparkContext.setJobGroup(group, group)
-    try:
-        result = call()
-    finally:
-        spark.sparkContext.setJobGroup("", "")
-    return result, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-
-
 def newest(spark: SparkSession, path: str) -> tuple[str, dict[str, str]]:
     """The operation and metrics of the table's newest commit."""
     row = DeltaTable.forPath(spark, path).history(1).first()
@@ -214,10 +196,7 @@ def newest(spark: SparkSession, path: str) -> tuple[str, dict[str, str]]:
 def test_a_shard_replica_appends_batches_to_its_pending_partition_and_a_seal_copies_no_row(
     spark: SparkSession, tmp_path
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
-    replica.sync()
+    store, replica = synced_replica(spark, tmp_path, Shard(0, 1))
     before = replica.checkpoint()
     assert before is not None
     put(store, [("c", "y", 10, 0, 2), ("d", "y", 11, 0, 3)], 1)  # appended to the pending partition
@@ -236,12 +215,17 @@ def test_a_shard_replica_appends_batches_to_its_pending_partition_and_a_seal_cop
         result, jobs = jobs_of(spark, "seal", replica.sync)
     assert (result.checkpoint, result.rows, result.commits) == (before + 3, 0, 1)
     operation, metrics = newest(spark, replica.path)
-    assert operation == "WRITE" and metrics.get("numOutputRows", "0") == "0" and jobs <= 1
+    assert operation == "WRITE" and metrics.get("numOutputRows", "0") == "0" and jobs == 0
     assert_follows_source(replica)
-    put(store, [("a", "w", 20, 0, 5)], 3)
+    put(store, [("a", "w", 20, 0, 5)], 3)  # after every version pending in the replica (file statistics)
     with no_reinit():
         assert replica.sync().rows == 1
-    assert newest(spark, replica.path)[0] == "MERGE"  # the replica's own pending rows: merged by version
+    assert newest(spark, replica.path)[0] == "WRITE"  # so appended: none of them is pending there
+    assert_follows_source(replica)
+    put(store, [("c", "q", 12, 0, 6)], 4)  # c@12 again, a version pending in the replica
+    with no_reinit():
+        assert replica.sync().rows == 1
+    assert newest(spark, replica.path)[0] == "MERGE"  # the replica's own pending rows: replaced by version
     assert_follows_source(replica)
     pending = replica.table().where(F.col("segment") == F.lit(PENDING_SEGMENT)).count()
     assert replica.seal().rows_written >= pending == 4  # its own seal, on its own schedule
@@ -252,10 +236,7 @@ def test_a_shard_replica_appends_batches_to_its_pending_partition_and_a_seal_cop
 def test_maintain_seals_compacts_and_vacuums_registered_replicas_on_the_due_rules(
     spark: SparkSession, tmp_path
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    shard = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
-    shard.sync()
+    store, shard = synced_replica(spark, tmp_path, Shard(0, 1))
     put(store, [("a", "y", 10, 0, 2)], 1)
     shard.sync()
     done = maintain_replicas(spark, store.path, seal_min_rows=5, optimize_min_files=0, vacuum_interval=HOUR)
@@ -286,20 +267,11 @@ def test_replica_refuses_writes_and_a_source_without_change_feed_is_refused(
 
 
 def test_checkpoint_the_source_no_longer_covers_reinitializes_with_a_warning(
-    spark: SparkSession, tmp_path
+    spark: SparkSession, tmp_path, retention_check_off: None
 ) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"), Shard(0, 1))
-    replica.sync()
+    store, replica = synced_replica(spark, tmp_path, Shard(0, 1))
     put(store, [("a", "y", 10, 0, 2)], 1)
-    spark.conf.set(RETENTION_CHECK, "false")
-    try:
-        DeltaTable.forPath(spark, store.path).vacuum(
-            0
-        )  # a plain VACUUM of everything unreferenced, registry or not
-    finally:
-        spark.conf.unset(RETENTION_CHECK)
+    DeltaTable.forPath(spark, store.path).vacuum(0)  # a plain VACUUM of everything unreferenced
     assert not replica.lag().covered
     with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
         result = replica.sync()
@@ -308,7 +280,7 @@ def test_checkpoint_the_source_no_longer_covers_reinitializes_with_a_warning(
 
 
 def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
-    spark: SparkSession, tmp_path
+    spark: SparkSession, tmp_path, retention_check_off: None
 ) -> None:
     store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
     # Single puts: with nothing pending, each goes straight into its segment.
@@ -318,11 +290,7 @@ def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
     store.put("a", "y", at(10))  # version 2: a@0 ends at 10, in segment 2
     store.put("z", "z", at(100))  # stream time 100: segments below 16 are expired
     assert store.expire().first_live_segment == 16
-    spark.conf.set(RETENTION_CHECK, "false")
-    try:
-        DeltaTable.forPath(spark, store.path).vacuum(0)  # a@0's file is gone
-    finally:
-        spark.conf.unset(RETENTION_CHECK)
+    DeltaTable.forPath(spark, store.path).vacuum(0)  # a@0's file is gone
     version = DeltaTable.forPath(spark, replica.path).history(1).first()["version"]
     with pytest.raises(InvalidInputError, match=r"cannot be built at version 2 .*vacuumed") as raised:
         replica.sync(limit=2)
@@ -334,15 +302,37 @@ def test_a_rebuild_at_a_limit_whose_files_were_vacuumed_is_refused_in_one_line(
 
 
 def test_a_foreign_write_to_the_replica_is_detected_and_repaired(spark: SparkSession, tmp_path) -> None:
-    store = create_store(spark, str(tmp_path / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0)], 0)
-    replica = Replica.create(spark, store.path, str(tmp_path / "r"))
-    replica.sync()
+    store, replica = synced_replica(spark, tmp_path, records=[("a", "x", 0, 0, 0)])
     spark.sql(f"DELETE FROM delta.`{replica.path}` WHERE k = 'a'")  # bypasses the stores' guard
     put(store, [("b", "x", 5, 0, 1)], 1)
     with pytest.warns(ReplicaReinitializedWarning, match="not written by its sync"):
         replica.sync()
     assert_equals_source(replica)
+
+
+def test_a_store_commit_that_is_no_batch_drop_or_seal_reinitializes_a_shard_replica(
+    spark: SparkSession, tmp_path
+) -> None:
+    store, replica = synced_replica(spark, tmp_path, Shard(0, 1))
+    assert store.pending_commits() > 0
+    store.seal()
+    sealed = json.loads(DeltaTable.forPath(spark, store.path).history(1).first()["userMetadata"])
+    assert sealed["lakehouse"]["operation"] == SEAL_OPERATION  # what the replica skips it by
+    with no_reinit():
+        assert replica.sync().rows == 0
+    # A commit of the store that changes rows and says no operation (as seals did before they said so):
+    # its effect on reads is unknown, so the replica must rebuild, never skip it.
+    del sealed["lakehouse"]["operation"]
+    assert sealed["lakehouse"]["app_id"] == STORE_APP_ID
+    spark.conf.set(USER_METADATA, json.dumps(sealed))
+    try:
+        spark.sql(f"DELETE FROM delta.`{store.path}` WHERE k = 'b'")
+    finally:
+        spark.conf.unset(USER_METADATA)
+    with pytest.warns(ReplicaReinitializedWarning, match="neither a batch, a drop nor a read-neutral"):
+        assert replica.sync().restored
+    assert_follows_source(replica)
+    assert VersionedStore.open(spark, replica.path).get("b") is None
 
 
 def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
@@ -356,7 +346,7 @@ def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
         timedelta(milliseconds=RETENTION_MS),
         file_retention=timedelta(0),  # a plain VACUUM would delete every removed file at once
     )
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
+    put(store, TWO_KEYS, 0)
     kept = Replica.create(spark, store.path, str(tmp_path / "kept"))
     lost = Replica.create(spark, store.path, str(tmp_path / "lost"), max_lag=timedelta(0))
     kept.sync()
@@ -385,11 +375,8 @@ def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, fraction: float, whole: bool
 ) -> None:
     root = tmp_path_factory.mktemp("kill")
-    store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
-    put(store, [("a", "x", 0, 0, 0), ("b", "x", 1, 0, 1)], 0)
-    # One shard of one partition (rows MERGEd), or the whole table (the source's files copied).
-    replica = Replica.create(spark, store.path, str(root / "r"), None if whole else Shard(0, 1))
-    replica.sync()
+    # One shard of one partition (its logical changelog), or the whole table (the source's files copied).
+    store, replica = synced_replica(spark, root, None if whole else Shard(0, 1))
     put(store, [("a", "y", 40, 0, 2), ("c", "y", 41, 0, 3)], 1)
     store.expire()
     put(store, [("b", None, 50, 0, 4)], 2)
