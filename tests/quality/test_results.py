@@ -11,7 +11,7 @@ from lakehouse.quality.job import TableVerdict
 from lakehouse.quality.results import PassedCheck, append_results, last_passes
 from lakehouse.quality.rules import Rule
 from tests.durability import age_log, deleted_since, enable_fast_cleanup
-from tests.replica.test_replica import jobs_of
+from tests.replica.helpers import jobs_of
 
 RULE = Rule("some_rule", "a rule")
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
