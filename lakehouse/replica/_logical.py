@@ -6,8 +6,10 @@ and retention: where a version is stored (pending or sealed, which segment) is t
 :mod:`lakehouse.versioned.pending` resolves pending rows against sealed ones for every read. So:
 
 - a **batch** commit (``put_all``, a single ``put``) writes new versions and re-bounds old ones: its Change
-  Data Feed minus preimages and deletes (the only rows a batch deletes are versions already expired, which
-  no read returns) is the logical change. A replica writes those rows into **its own pending partition**
+  Data Feed's inserts and the postimages that change a version's content (:func:`written_versions`; the
+  only rows a batch deletes are versions already expired, which no read returns, and a postimage that only
+  re-bounds a version changes no read) is the logical change. A replica writes those rows into **its own
+  pending partition**
   (an append, or a MERGE confined to that partition when it holds rows), whatever partition the source
   wrote them to: a pending row replaces a sealed row of the same version in every read, and its
   ``valid_to`` is the source's bound, which resolution shortens to the next version the replica holds.
@@ -32,10 +34,21 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.replica._changes import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, DELETE, PREIMAGE
-from lakehouse.versioned._plan import VALID_FROM
+from lakehouse.replica._changes import (
+    CDF_COLUMNS,
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    DELETE,
+    INSERT,
+    POSTIMAGE,
+    PREIMAGE,
+)
+from lakehouse.versioned._plan import VALID_FROM, VALID_TO
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import SEGMENT_COL
+
+#: A working column: how many distinct contents a version's update pre- and postimage have.
+_CONTENTS = "_lh_contents"
 
 
 def runs(versions: Sequence[int]) -> list[tuple[int, int]]:
@@ -49,11 +62,31 @@ def runs(versions: Sequence[int]) -> list[tuple[int, int]]:
     return found
 
 
-def written_versions(changes: DataFrame) -> DataFrame:
-    """The rows a range of batch commits wrote (inserts and update postimages, Change Data Feed columns
-    kept): their new and re-bounded versions."""
+def written_versions(changes: DataFrame, identity: Sequence[str], inserts_only: bool) -> DataFrame:
+    """The rows a range of batch commits wrote that a replica must write (Change Data Feed columns kept):
+    inserts (new versions), and update postimages that change a version's content (a same-timestamp
+    overwrite: its value or tombstone).
+
+    A postimage that only re-bounds a pending version (its ``valid_to``, shortened because a later version
+    of its key arrived; or rewritten as it was) is left out: the replica holds that version already and
+    receives the later one, and resolution bounds a pending row by the next version of its key
+    (:mod:`lakehouse.versioned.pending`), so every read is the same without it. Pairing a postimage with
+    its preimage is one window over the changes (``identity``: the keys and ``valid_from``), skipped when
+    ``inserts_only`` (the range's commit infos say it inserted rows only).
+    """
     kind = F.col(CHANGE_TYPE)
-    return changes.where((kind != F.lit(PREIMAGE)) & (kind != F.lit(DELETE)))
+    if inserts_only:
+        return changes.where(kind == F.lit(INSERT))
+    content = [c for c in changes.columns if c not in CDF_COLUMNS and c not in (VALID_TO, SEGMENT_COL)]
+    same_row = Window.partitionBy(*[F.col(f"`{c}`") for c in identity], F.col(COMMIT_VERSION))
+    updated = kind.isin(PREIMAGE, POSTIMAGE)
+    contents = F.collect_set(F.when(updated, F.struct(*[F.col(f"`{c}`") for c in content]))).over(same_row)
+    return (
+        changes.where(kind != F.lit(DELETE))
+        .withColumn(_CONTENTS, F.size(contents))
+        .where((kind == F.lit(INSERT)) | ((kind == F.lit(POSTIMAGE)) & (F.col(_CONTENTS) > 1)))
+        .drop(_CONTENTS)
+    )
 
 
 def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[str], net: bool) -> DataFrame:
@@ -61,8 +94,8 @@ def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[st
     segment set to the pending partition's.
 
     ``net``: keep per version (``identity``: the keys and ``valid_from``) only its row of the newest commit
-    (one window over the changes, not the table); without it every row is kept (a single commit writes a
-    version at most once).
+    (one window over the changes, not the table); without it every row is kept (of a single commit's
+    changes, :func:`written_versions` keeps each version at most once).
     """
     if net:
         newest_first = Window.partitionBy(*[F.col(f"`{c}`") for c in identity]).orderBy(

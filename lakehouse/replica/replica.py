@@ -47,6 +47,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.storagelevel import StorageLevel
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import (
@@ -67,6 +68,7 @@ from lakehouse.replica._source import Shard, SourceKind, source_kind
 from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
 from lakehouse.replica.records import ReplicaLag, SyncResult
 from lakehouse.replica.registry import file_retention_hours, register, registered, unregister
+from lakehouse.versioned._plan import VALID_FROM
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.records import SealResult
 from lakehouse.versioned.store import (
@@ -260,8 +262,9 @@ class Replica:
         """Versions and rows the replica is behind its source's latest version.
 
         Rows are counted from the Change Data Feed of the missing versions (a Spark job over the changes,
-        not the table): for a shard of a versioned store, the versions its batches wrote (seals and drops
-        copy no row); when the replica must restore, the shard's rows at the latest version.
+        not the table): for a shard of a versioned store, the versions its batches wrote that change a read
+        (:func:`_logical.written_versions`; seals and drops copy no row); when the replica must restore,
+        the shard's rows at the latest version.
         """
         latest = self._source_latest()
         checkpoint = self.checkpoint() if self._current_source_id() == self.source_id else None
@@ -274,7 +277,11 @@ class Replica:
             return ReplicaLag(checkpoint, latest, latest - checkpoint, self._snapshot(latest).count(), False)
         if self._logical():
             writes = self._writes(commits, checkpoint, latest)
-            rows = 0 if not writes else _logical.written_versions(self._changes_of(writes)).count()
+            rows = 0
+            if writes:
+                inserts_only = all(_history.inserts_only(commits, v, v) for v in writes)
+                changes = self._changes_of(writes)
+                rows = _logical.written_versions(changes, self._kind().identity, inserts_only).count()
         else:
             changes = self._changes(checkpoint + 1, latest)
             rows = changes.where(F.col(_changes.CHANGE_TYPE) != _changes.PREIMAGE).count()
@@ -643,9 +650,10 @@ class Replica:
         """One replica commit at source version ``last`` writing the versions that the batch commits
         ``versions`` wrote into the replica's pending partition; returns the rows it wrote.
 
-        An append when the replica has nothing pending (one batch's rows as they are; several batches' netted
-        to the newest row of each version), else a MERGE confined to the pending partition (a version
-        pending already is replaced). No batch, or none that wrote a row: an empty commit records the
+        The rows are :func:`_logical.written_versions` (one batch's as they are; several batches' netted to
+        the newest row of each version). An append when none of them can be pending in the replica already
+        (:meth:`_only_newer_versions`), else a MERGE confined to the pending partition (a version pending
+        already is replaced). No batch, or none that wrote a row: an empty commit records the
         checkpoint.
         """
         before = self._own_state(kind)
@@ -657,27 +665,47 @@ class Replica:
         rows = 0
         if wrote:
             columns = snapshot_schema(latest_snapshot(self.spark, self.path)).fieldNames()
-            net = not (len(versions) == 1 and _history.inserts_only(commits, versions[0], versions[0]))
-            written = _logical.written_versions(self._changes_of(versions))
-            pending = _logical.as_pending(written, kind.identity, columns, net)
-            with self._state_partitions(), self._no_missing_files():
-                if has_pending(before) and not self._only_newer_versions(commits, versions):
-                    self._merge_pending(pending, kind, commit)
-                else:
-                    append_to_table(pending, self.path, delta_ops.commit_options(*commit))
+            inserts_only = all(_history.inserts_only(commits, v, v) for v in versions)
+            written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
+            pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
+            # Checked by its rows first (below), then written: computed once.
+            checked = has_pending(before) and not inserts_only
+            if checked:
+                pending = pending.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                with self._state_partitions(), self._no_missing_files():
+                    if has_pending(before) and not self._only_newer_versions(commits, versions, pending):
+                        self._merge_pending(pending, kind, commit)
+                    else:
+                        append_to_table(pending, self.path, delta_ops.commit_options(*commit))
+            finally:
+                if checked:
+                    pending.unpersist()
             rows = self._rows_written(last, "sync")
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
         return rows
 
-    def _only_newer_versions(self, commits: list[_history.Commit], versions: list[int]) -> bool:
-        """Whether every version the batch commits ``versions`` wrote starts after every version pending in
-        the replica, by file statistics (the source's log and the replica's state, no row read): each batch
-        only appended files (its changes are their rows) and their least ``valid_from`` is above the
-        greatest of the replica's pending files. Then none of them is pending in the replica already, and
-        appending them is what the MERGE would do. False: not known."""
-        if not all(_history.inserts_only(commits, v, v) for v in versions):
+    def _only_newer_versions(
+        self, commits: list[_history.Commit], versions: list[int], pending: DataFrame
+    ) -> bool:
+        """Whether every version of ``pending`` (what the batch commits ``versions`` wrote, as the replica
+        writes it) starts after every version pending in the replica: then none of them is pending in the
+        replica already, and appending them is what the MERGE would do. The replica's greatest pending
+        ``valid_from`` comes from its files' statistics; the batch's least from the source's (no row read)
+        when each batch only appended files (its changes are their rows), else from ``pending`` (one Spark
+        job over the batch's changes: a batch MERGEd into the source's pending partition rewrote older
+        versions, which :func:`_logical.written_versions` leaves out when it only re-bounded them). False:
+        not known."""
+        held = [f for f in snapshot_files(self.spark, self.path) if _files.segment_of(f) == PENDING_SEGMENT]
+        if not held:
+            return True
+        high = _logical.valid_from_bound(held, "maxValues")
+        if high is None:
             return False
+        if not all(_history.inserts_only(commits, v, v) for v in versions):
+            above = F.lit(high + _logical.STATS_PRECISION)
+            return pending.where(F.col(f"`{VALID_FROM}`") < above).isEmpty()
         added = [
             action
             for first, last in _logical.runs(versions)
@@ -685,13 +713,7 @@ class Replica:
             if not _files.is_removal(action)
         ]
         low = _logical.valid_from_bound(added, "minValues")
-        pending = [
-            f for f in snapshot_files(self.spark, self.path) if _files.segment_of(f) == PENDING_SEGMENT
-        ]
-        if not pending:
-            return True
-        high = _logical.valid_from_bound(pending, "maxValues")
-        return low is not None and high is not None and low >= high + _logical.STATS_PRECISION
+        return low is not None and low >= high + _logical.STATS_PRECISION
 
     def _merge_pending(
         self, pending: DataFrame, kind: SourceKind, commit: tuple[str, tuple[str, int] | None]

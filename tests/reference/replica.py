@@ -415,12 +415,13 @@ class LogicalReplicaModel:
     """A shard replica of a :class:`VersionedSource` that follows its logical changelog (issue 37).
 
     It holds a :class:`VersionedTable` of its own. ``sync(limit)`` checks, restores and re-initializes as
-    :class:`ReplicaModel` does; applying versions: a batch's written rows of the shard go into its own
-    pending rows (per version the newest row), a seal or VACUUM changes nothing, a drop drops its own
-    segments below the same bound. The batches between two drops are one commit (none when there are
-    none, unless they end the range: the checkpoint must be recorded), each drop one. ``seal()`` seals its
-    own table at the source's stream time at its checkpoint. A restore writes the source's versions of the
-    shard at the target as sealed rows. Its reads (:meth:`reads`) equal the source's at its checkpoint.
+    :class:`ReplicaModel` does; applying versions: a batch's written rows of the shard that change a read
+    (:meth:`_written`) go into its own pending rows (per version the newest row), a seal or VACUUM changes
+    nothing, a drop drops its own segments below the same bound. The batches between two drops are one
+    commit (none when there are none, unless they end the range: the checkpoint must be recorded), each
+    drop one. ``seal()`` seals its own table at the source's stream time at its checkpoint. A restore
+    writes the source's versions of the shard at the target as sealed rows. Its reads (:meth:`reads`)
+    equal the source's at its checkpoint.
     """
 
     source: VersionedSource
@@ -435,13 +436,20 @@ class LogicalReplicaModel:
     def versions(self) -> list[SourceVersion]:
         return self.source.source.versions
 
+    def _changes(self, number: int) -> list[Row]:
+        """The rows the batch of source version ``number`` wrote in the shard that change a read: new
+        versions, and pending ones whose value changed (a pending row written again with its value, its
+        ``valid_to`` re-bounded or not, is not one: reads bound it by the next version of its key)."""
+        held = {(r[0], r[1], r[3]) for r in self.versions[number - 1].rows if r[4]}
+        written = sorted(self.versions[number].written, key=repr)
+        return [r for r in written if self.in_shard(r) and (r[0], r[1], r[3]) not in held]
+
     def _written(self, first: int, last: int) -> dict[Key, Row]:
+        """Per version, the newest of the rows the batches ``first .. last`` wrote that change a read."""
         net: dict[Key, Row] = {}
-        for version in self.versions[first : last + 1]:
-            if version.role == "write":
-                for row in sorted(version.written, key=repr):
-                    if self.in_shard(row):
-                        net[(row[0], row[1])] = row
+        for number in range(first, last + 1):
+            if self.versions[number].role == "write":
+                net.update({(row[0], row[1]): row for row in self._changes(number)})
         return net
 
     def lag(self) -> Lag:
@@ -454,14 +462,8 @@ class LogicalReplicaModel:
         behind = latest - self.checkpoint
         if not self.source.source.covers(self.checkpoint):
             return Lag(self.checkpoint, latest, behind, rows_now, False)
-        writes = [v for v in self.versions[self.checkpoint + 1 :] if v.role == "write"]
-        return Lag(
-            self.checkpoint,
-            latest,
-            behind,
-            sum(len([r for r in v.written if self.in_shard(r)]) for v in writes),
-            True,
-        )
+        writes = [n for n in range(self.checkpoint + 1, latest + 1) if self.versions[n].role == "write"]
+        return Lag(self.checkpoint, latest, behind, sum(len(self._changes(n)) for n in writes), True)
 
     def sync(self, limit: int | None = None) -> Synced:
         source = self.source.source
