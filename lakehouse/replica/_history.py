@@ -178,6 +178,11 @@ def inserts_only(commits: list[Commit], first: int, last: int) -> bool:
     return len(in_range) == last - first + 1 and all(_inserts_only(c) for c in in_range)
 
 
+def each_inserts_only(commits: list[Commit], versions: list[int]) -> bool:
+    """Whether each of the commits ``versions`` only inserted rows (:func:`inserts_only` of each)."""
+    return all(inserts_only(commits, version, version) for version in versions)
+
+
 def _inserts_only(commit: Commit) -> bool:
     if commit.operation in _NO_ROW_CHANGES:
         return True

@@ -279,7 +279,7 @@ class Replica:
             writes = self._writes(commits, checkpoint, latest)
             rows = 0
             if writes:
-                inserts_only = all(_history.inserts_only(commits, v, v) for v in writes)
+                inserts_only = _history.each_inserts_only(commits, writes)
                 changes = self._changes_of(writes)
                 rows = _logical.written_versions(changes, self._kind().identity, inserts_only).count()
         else:
@@ -665,7 +665,7 @@ class Replica:
         rows = 0
         if wrote:
             columns = snapshot_schema(latest_snapshot(self.spark, self.path)).fieldNames()
-            inserts_only = all(_history.inserts_only(commits, v, v) for v in versions)
+            inserts_only = _history.each_inserts_only(commits, versions)
             written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
             pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
             # Checked by its rows first (below), then written: computed once.
@@ -674,7 +674,7 @@ class Replica:
                 pending = pending.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 with self._state_partitions(), self._no_missing_files():
-                    if has_pending(before) and not self._only_newer_versions(commits, versions, pending):
+                    if has_pending(before) and not self._only_newer_versions(versions, pending, inserts_only):
                         self._merge_pending(pending, kind, commit)
                     else:
                         append_to_table(pending, self.path, delta_ops.commit_options(*commit))
@@ -686,24 +686,22 @@ class Replica:
         self._after_commit("sync")
         return rows
 
-    def _only_newer_versions(
-        self, commits: list[_history.Commit], versions: list[int], pending: DataFrame
-    ) -> bool:
+    def _only_newer_versions(self, versions: list[int], pending: DataFrame, inserts_only: bool) -> bool:
         """Whether every version of ``pending`` (what the batch commits ``versions`` wrote, as the replica
         writes it) starts after every version pending in the replica: then none of them is pending in the
         replica already, and appending them is what the MERGE would do. The replica's greatest pending
         ``valid_from`` comes from its files' statistics; the batch's least from the source's (no row read)
-        when each batch only appended files (its changes are their rows), else from ``pending`` (one Spark
-        job over the batch's changes: a batch MERGEd into the source's pending partition rewrote older
-        versions, which :func:`_logical.written_versions` leaves out when it only re-bounded them). False:
-        not known."""
+        when each batch only appended files (``inserts_only``: its changes are their rows), else from
+        ``pending`` (one Spark job over the batch's changes: a batch MERGEd into the source's pending
+        partition rewrote older versions, which :func:`_logical.written_versions` leaves out when it only
+        re-bounded them). False: not known."""
         held = [f for f in snapshot_files(self.spark, self.path) if _files.segment_of(f) == PENDING_SEGMENT]
         if not held:
             return True
         high = _logical.valid_from_bound(held, "maxValues")
         if high is None:
             return False
-        if not all(_history.inserts_only(commits, v, v) for v in versions):
+        if not inserts_only:
             above = F.lit(high + _logical.STATS_PRECISION)
             return pending.where(F.col(f"`{VALID_FROM}`") < above).isEmpty()
         added = [
