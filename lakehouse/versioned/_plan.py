@@ -113,6 +113,16 @@ def accepted_records(marked: DataFrame, keys: Sequence[str], values: Sequence[st
     )
 
 
+def batch_versions(
+    incoming: DataFrame, keys: Sequence[str], values: Sequence[str], interval_us: int
+) -> DataFrame:
+    """The versions of a batch on its own: :func:`resolve_versions` against no stored version (per
+    ``(key, valid_from)`` the last record in processing order; ``valid_to`` the next version of the key in
+    the batch, NULL for its last)."""
+    nothing_stored = incoming.select(*keys, VALID_FROM, F.lit(None).cast("timestamp").alias(VALID_TO))
+    return resolve_versions(nothing_stored.where(F.lit(False)), incoming, keys, values, interval_us)
+
+
 def resolve_versions(
     existing: DataFrame,
     incoming: DataFrame,

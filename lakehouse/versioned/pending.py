@@ -12,7 +12,8 @@ Physical rows are then of two kinds:
 - **sealed** rows (segment NULL for the latest versions, else ``floor(valid_to / interval)``): a consistent
   chain per key, as if no pending row existed;
 - **pending** rows: each ``(key, valid_from)`` at most once (a later batch replaces the value in place);
-  their ``valid_to`` is the next pending version of the key, a bound that sealed versions may shorten.
+  their ``valid_to`` is the next version of the key in the batch that wrote them (NULL for its last), a
+  bound that later versions, pending or sealed, shorten: no batch rewrites the rows of another.
 
 The store's **versions** (what every read, the as-of join, SQL and the quality suite see) resolve the
 pending rows against the sealed rows of the same keys, in one window per key:

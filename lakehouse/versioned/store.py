@@ -523,35 +523,25 @@ class VersionedStore:
     ) -> int:
         """Write the batch's versions into the pending partition in one commit; returns the rows written.
 
-        Only the pending partition is read, and only when it holds rows (the state says so): the batch's
-        records are spliced into the pending versions of their keys (:func:`_plan.resolve_versions`, one
-        window per key keeping the last record per ``(key, t)``), so each ``(key, valid_from)`` stays
-        pending at most once and pending ``valid_to`` bounds follow the pending versions. With nothing
-        pending that is a plain append; else one MERGE confined to the pending partition. Nothing of the
-        sealed versions is read or rewritten: the cost follows the batch and the pending rows, not the
-        store. A version already expired when the batch commits is written too: the sealed version before
-        it may end at its ``valid_from`` (a late version inside the sealed history), which only the seal
-        sees, and resolves it then (the seal drops expired versions).
+        The batch's versions (per ``(key, valid_from)`` its last record, :func:`_plan.batch_versions`) are
+        written as they are: each one's ``valid_to`` is the next version of its key in the batch, a bound
+        that reads shorten to the next version of its key in the store (:mod:`~lakehouse.versioned.pending`),
+        so the versions pending before are neither read nor re-bounded. With nothing pending that is a
+        plain append; else one MERGE confined to the pending partition, in which a version replaces the
+        pending row at its ``(key, valid_from)`` (each stays pending at most once) and the others are
+        inserted: only files holding a replaced row are rewritten, so the cost follows the batch, not the
+        pending rows or the store. A version already expired when the batch commits is written too: the
+        sealed version before it may end at its ``valid_from`` (a late version inside the sealed history),
+        which only the seal sees, and resolves it then (the seal drops expired versions).
         """
         keys, values = self.settings.keys, self.settings.values
         incoming = _plan.accepted_records(marked, keys, values)
-        pending_before = has_pending(recorded.state)
-        if pending_before:
-            existing = (
-                self._snapshot(recorded.version)
-                .where(F.col(SEGMENT_COL) == F.lit(PENDING_SEGMENT))
-                .select(*keys, VALID_FROM, VALID_TO)
-                .join(incoming.select(*keys), on=list(keys), how="left_semi")
-            )
-        else:
-            existing = incoming.select(*keys, VALID_FROM, F.lit(None).cast("timestamp").alias(VALID_TO))
-            existing = existing.where(F.lit(False))
-        resolved = _plan.resolve_versions(existing, incoming, keys, values, self.settings.interval_us)
-        resolved = resolved.withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
+        versions = _plan.batch_versions(incoming, keys, values, self.settings.interval_us)
+        versions = versions.withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
         extra = {**counts, LOWEST_SEGMENT: PENDING_SEGMENT}
         step = "put" if batch_id is None else f"put_all batch {batch_id}"
-        if not pending_before:
-            rows = resolved.select(*self.schema.fieldNames())
+        if not has_pending(recorded.state):
+            rows = versions.select(*self.schema.fieldNames())
             options = self._log.writer_options(batch_id, state, read_version=recorded.version, **extra)
             with self._log.committing(recorded.version, step):
                 append_to_table(rows, self.path, options)
@@ -559,7 +549,7 @@ class VersionedStore:
             return int(metrics.get("numOutputRows", 0))
         condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
         return self._merge(
-            resolved, condition, batch_id, recorded.version, state, extra, step, drop_expired=False
+            versions, condition, batch_id, recorded.version, state, extra, step, drop_expired=False
         )[0]
 
     @names_missing_files

@@ -324,10 +324,10 @@ class VersionedSource:
     pending)`` of a :class:`VersionedTable`. What each operation commits:
 
     - ``put_all`` of a new batch: one commit, even when no record is accepted. Its accepted versions go to
-      the pending rows: per key, the pending versions and the batch's (the last record per time wins)
-      form one chain, each ``valid_to`` the next ``valid_from`` in it. Every accepted version is written
-      (an unchanged one included, an expired one too) and every pending version whose ``valid_to``
-      changes. Sealed rows are untouched.
+      the pending rows (the last record per time wins), each ``valid_to`` the next ``valid_from`` of its
+      key in the batch; one at the time of a pending row replaces it. Every accepted version is written
+      (an unchanged one included, an expired one too); no other row is (reads bound a pending version by
+      the next version of its key). Sealed rows are untouched.
     - ``seal``: :meth:`VersionedTable.seal` at the store's stream time, one commit when there was a write.
     - a replayed batch id: no commit.
     - ``expire``: a partition drop of every sealed segment below ``(stream_time - retention) // interval``;
@@ -355,21 +355,13 @@ class VersionedSource:
         facts = {"role": "write", "stream_time": self.store.stream_time}
         if not incoming:
             return self.source.commit(self.source.rows(), **facts)
-        pending = self.table.pending
         self.table.pending_writes += 1
         rewritten = set()
         for key in {k for k, _ in incoming}:
-            chain = sorted({t for k, t in pending if k == key} | {t for k, t in incoming if k == key})
-            for i, t in enumerate(chain):
-                valid_to = chain[i + 1] if i + 1 < len(chain) else None
-                if (key, t) in incoming:
-                    value = incoming[(key, t)]
-                elif pending[(key, t)][0] != valid_to:
-                    value = pending[(key, t)][1]
-                else:
-                    continue
-                pending[(key, t)] = (valid_to, value)
-                rewritten.add((key, t, valid_to, value, True))
+            chain = sorted(t for k, t in incoming if k == key)
+            for t, valid_to in zip(chain, [*chain[1:], None], strict=True):
+                self.table.pending[(key, t)] = (valid_to, incoming[(key, t)])
+                rewritten.add((key, t, valid_to, incoming[(key, t)], True))
         return self.source.commit_diff(self.table.rows(), version_identity, rewritten, **facts)
 
     def seal(self) -> int | None:
