@@ -110,3 +110,34 @@ def test_put_all_seals_itself_when_its_policy_is_due(spark: SparkSession, table_
     manual = VersionedStore.open(spark, table_path, seal_policy=None)
     assert manual.put_all(batch_frame(spark, [("k3", "c", 3_000, 0, 13)]), batch_id=4).sealed_rows is None
     assert manual.pending_commits() == 1
+
+
+def test_a_batch_over_pending_rows_rewrites_only_the_versions_it_replaces(
+    spark: SparkSession, table_path: str
+) -> None:
+    """A batch into a non-empty pending partition inserts its versions and updates only a pending row at a
+    ``(key, valid_from)`` it writes again: the pending versions its later ones follow are not re-bounded
+    (reads bound them by the next version), so no file is rewritten unless a version is replaced."""
+    store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    model = VersionedStoreModel(RETENTION_MS)
+    batches = [
+        [(k, "a", 1_000 + i, 0, i) for i, k in enumerate(KEYS)],
+        [(k, "b", 2_000 + i, 0, 10 + i) for i, k in enumerate(KEYS[:3])],  # later versions only
+        [("k1", "c", 3_000, 0, 20), ("k0", "same", 2_000, 0, 21)],  # k0's version at 2 000 again
+    ]
+    merges = []
+    for batch_id, records in enumerate(batches):
+        for key, value, ms, _, _ in records:
+            model.put(key, value, ms)
+        store.put_all(batch_frame(spark, records), batch_id=batch_id)
+        merges.append(_last_commit(spark, table_path))
+    assert [m["operation"] for m in merges] == ["WRITE", "MERGE", "MERGE"]
+    later, replacing = merges[1], merges[2]
+    assert (int(later["numTargetRowsInserted"]), int(later["numTargetRowsUpdated"])) == (3, 0)
+    assert int(later["numTargetFilesRemoved"]) == 0
+    assert (int(replacing["numTargetRowsInserted"]), int(replacing["numTargetRowsUpdated"])) == (1, 1)
+    assert _pending_rows(spark, table_path) == len(KEYS) + 3 + 1
+    assert_matches_model(store, model)
+    history = store_history(store)
+    store.seal()
+    assert store_history(store) == history
