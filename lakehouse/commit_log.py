@@ -585,6 +585,39 @@ def prepare_append(
     again, is refused. A sole writer that found no table creates it at its commit, unless another writer
     did so meanwhile (it then appends as a first commit); two writers creating it at the same moment race
     for its version 0, and the loser (``ProtocolChangedException``), appended again, is refused."""
+    commit = _prepare_append(frame, path, options, sole, None)
+    assert commit is not None  # only a refused check returns None
+    return commit
+
+
+def append_if(
+    frame: DataFrame, path: str, options: Mapping[str, str], accept: Callable[[list[Any]], bool]
+) -> bool:
+    """:func:`append_to_table`, committed only if ``accept`` holds for the ``AddFile`` actions its write
+    produced (their statistics describe the rows written); returns whether the append is in the table (also
+    True when its ``txnVersion`` is recorded already: the append was made before).
+
+    The check costs no Spark job: the files are written first (the append's one job), then checked. When
+    ``accept`` refuses them nothing is committed (the files written are no part of the table; VACUUM
+    removes them), and also, without writing, when the table does not exist or ``frame``'s columns are not
+    exactly the table's (the writer's own append, whose files cannot be checked first).
+    """
+    commit = _prepare_append(frame, path, options, None, accept)
+    if commit is None:
+        return False
+    commit()
+    return True
+
+
+def _prepare_append(
+    frame: DataFrame,
+    path: str,
+    options: Mapping[str, str],
+    sole: Refusal | None,
+    accept: Callable[[list[Any]], bool] | None,
+) -> Commit | None:
+    """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the ``AddFile`` actions
+    written satisfy it (see :func:`append_if`)."""
     spark = frame.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -595,6 +628,8 @@ def prepare_append(
     if int(txn.snapshot().version()) < 0 and sole is not None:
         return lambda: _create_or_append(frame, path, options, sole)
     if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
+        if accept is not None:
+            return None
         return lambda: frame.write.format("delta").mode("append").options(**options).save(path)
     actions = _fenced_txn_actions(spark, txn, options)
     if actions is None:
@@ -608,7 +643,10 @@ def prepare_append(
     conf = spark._jsparkSession.sessionState().conf()
     writer = delta.DeltaOptions(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(passed), conf)
     ordered = frame.select(*[F.col(f"`{name}`") for name in table_schema.fieldNames()])
-    actions.addAll(scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer))))
+    written = scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer)))
+    if accept is not None and not accept([a for a in written if a.getClass().getSimpleName() == "AddFile"]):
+        return None
+    actions.addAll(written)
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import warnings
@@ -17,6 +18,7 @@ from pyspark.sql import types as T
 
 from lakehouse.commit_log import (
     CommitLog,
+    append_if,
     append_to_table,
     commit_infos,
     latest_snapshot,
@@ -256,6 +258,33 @@ def test_append_to_table_commits_what_deltas_writer_commits_and_skips_a_recorded
     with pytest.raises(Exception, match="DELTA_FAILED_TO_MERGE_FIELDS"):  # Delta's writer decides
         append_to_table(batch.withColumn("part", F.col("part").cast("long")), ours, {})
     assert _rows(spark, ours) == [(1, 0), (2, 1)]
+
+
+def test_append_if_commits_only_files_its_check_accepts(spark: SparkSession, table_path: str) -> None:
+    ensure_table(spark, table_path, SCHEMA)
+    log = CommitLog(spark, table_path, APP)
+    batch = spark.createDataFrame([(1, 0), (2, 1)], SCHEMA)
+    seen: list[int] = []
+
+    def least_id_above(bound: int) -> Callable[[list], bool]:
+        def check(added: list) -> bool:  # the written files' statistics describe the rows
+            seen.append(sum(json.loads(a.stats())["numRecords"] for a in added))
+            return all(json.loads(a.stats())["minValues"]["id"] > bound for a in added)
+
+        return check
+
+    version = latest_snapshot(spark, table_path).version()
+    assert not append_if(batch, table_path, log.writer_options(1, {}), least_id_above(1))
+    assert latest_snapshot(spark, table_path).version() == version and _rows(spark, table_path) == []
+    assert log.read().last_batch_id is None  # refused: nothing committed, not even the batch id
+    assert append_if(batch, table_path, log.writer_options(1, {}), least_id_above(0))
+    assert _rows(spark, table_path) == [(1, 0), (2, 1)] and log.read().last_batch_id == 1
+    assert seen == [2, 2]
+    assert append_if(batch, table_path, log.writer_options(1, {}), least_id_above(5))  # made before
+    assert seen == [2, 2] and _rows(spark, table_path) == [(1, 0), (2, 1)]
+    other_columns = batch.withColumn("part", F.col("part").cast("long"))  # only Delta's writer appends it
+    assert not append_if(other_columns, table_path, log.writer_options(2, {}), least_id_above(0))
+    assert _rows(spark, table_path) == [(1, 0), (2, 1)]
 
 
 def test_append_to_table_fails_when_another_commit_of_its_app_id_landed_first(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -43,6 +43,7 @@ from lakehouse.replica._changes import (
     POSTIMAGE,
     PREIMAGE,
 )
+from lakehouse.times import from_micros
 from lakehouse.versioned._plan import VALID_FROM, VALID_TO
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.segments import SEGMENT_COL
@@ -110,25 +111,18 @@ def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[st
     return pending.select(*[F.col(f"`{c}`") for c in columns])
 
 
-#: Delta's statistics of a timestamp column are truncated to milliseconds.
-STATS_PRECISION = timedelta(milliseconds=1)
-
-
-def valid_from_bound(files: Iterable[Any], which: str) -> datetime | None:
-    """The least (``which`` ``"minValues"``) or greatest (``"maxValues"``) ``valid_from`` of ``files``
-    (``AddFile`` actions) by their statistics, truncated to milliseconds as Delta writes them (the true
-    greatest is below the bound plus :data:`STATS_PRECISION`); None when a file has no such statistic or
-    there is no file."""
-    found = []
+def start_after(files: Iterable[Any], stream_time_us: int | None) -> bool:
+    """Whether every row of ``files`` (``AddFile`` actions) starts after ``stream_time_us``, by the files'
+    statistics: the least ``valid_from`` of each, truncated down to milliseconds as Delta writes it. False
+    when not known (a file without that statistic, no stream time)."""
+    if stream_time_us is None:
+        return False
     for action in files:
         text = action.stats()
-        bound = (json.loads(text).get(which) or {}).get(VALID_FROM) if text else None
-        if bound is None:
-            return None
-        found.append(datetime.fromisoformat(bound))
-    if not found:
-        return None
-    return min(found) if which == "minValues" else max(found)
+        low = (json.loads(text).get("minValues") or {}).get(VALID_FROM) if text else None
+        if low is None or datetime.fromisoformat(low) <= from_micros(int(stream_time_us)):
+            return False
+    return True
 
 
 def pending_match(keys: Sequence[str], target: str = "t", source: str = "s") -> Column:

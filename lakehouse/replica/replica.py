@@ -41,17 +41,18 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.storagelevel import StorageLevel
 
 from lakehouse import delta_ops
 from lakehouse.commit_log import (
     CommitLog,
+    append_if,
     append_to_table,
     commit_file_actions,
     commit_infos,
@@ -68,7 +69,6 @@ from lakehouse.replica._source import Shard, SourceKind, source_kind
 from lakehouse.replica.errors import ChangeDataFeedDisabledError, NotAReplicaError
 from lakehouse.replica.records import ReplicaLag, SyncResult
 from lakehouse.replica.registry import file_retention_hours, register, registered, unregister
-from lakehouse.versioned._plan import VALID_FROM
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.records import SealResult
 from lakehouse.versioned.store import (
@@ -478,9 +478,10 @@ class Replica:
 
     def _own_state(self, kind: SourceKind) -> dict[str, Any]:
         """A logical replica's own pending-tier counters and last seal (:data:`PENDING_TIER_FIELDS`), as its
-        commits recorded them (0 and None before any)."""
-        state = CommitLog(self.spark, self.path, kind.app_id, PENDING_TIER_FIELDS).read().state
-        return {field: state.get(field) for field in PENDING_TIER_FIELDS}
+        commits recorded them (0 and None before any), and the source's stream time at its checkpoint."""
+        fields = (*PENDING_TIER_FIELDS, _STREAM_TIME)
+        state = CommitLog(self.spark, self.path, kind.app_id, fields).read().state
+        return {field: state.get(field) for field in fields}
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
         """Why the replica's rows cannot be trusted (source replaced, foreign write), or None."""
@@ -651,10 +652,15 @@ class Replica:
         ``versions`` wrote into the replica's pending partition; returns the rows it wrote.
 
         The rows are :func:`_logical.written_versions` (one batch's as they are; several batches' netted to
-        the newest row of each version). An append when none of them can be pending in the replica already
-        (:meth:`_only_newer_versions`), else a MERGE confined to the pending partition (a version pending
-        already is replaced). No batch, or none that wrote a row: an empty commit records the
-        checkpoint.
+        the newest row of each version). An append when none of them can be pending in the replica already,
+        else a MERGE confined to the pending partition (a version pending already is replaced). No batch, or
+        none that wrote a row: an empty commit records the checkpoint.
+
+        Every version pending in the replica came from a source batch at or before its checkpoint, so it
+        starts at or before the source's stream time then, which the replica records: the append's files,
+        once written, are committed if their statistics say each of their rows starts after that time
+        (:func:`_logical.start_after`; then none of them is pending in the replica already, and appending
+        them is what the MERGE would do), else left uncommitted for the MERGE. No Spark job but the write.
         """
         before = self._own_state(kind)
         wrote = any(_history.wrote_rows(c) for c in commits if c.version in versions)
@@ -668,50 +674,17 @@ class Replica:
             inserts_only = _history.each_inserts_only(commits, versions)
             written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
             pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
-            # Checked by its rows first (below), then written: computed once.
-            checked = has_pending(before) and not inserts_only
-            if checked:
-                pending = pending.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                with self._state_partitions(), self._no_missing_files():
-                    if has_pending(before) and not self._only_newer_versions(versions, pending, inserts_only):
-                        self._merge_pending(pending, kind, commit)
-                    else:
-                        append_to_table(pending, self.path, delta_ops.commit_options(*commit))
-            finally:
-                if checked:
-                    pending.unpersist()
+            options = delta_ops.commit_options(*commit)
+            newer = partial(_logical.start_after, stream_time_us=before[_STREAM_TIME])
+            with self._state_partitions(), self._no_missing_files():
+                if not has_pending(before):
+                    append_to_table(pending, self.path, options)
+                elif not append_if(pending, self.path, options, newer):
+                    self._merge_pending(pending, kind, commit)
             rows = self._rows_written(last, "sync")
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
         return rows
-
-    def _only_newer_versions(self, versions: list[int], pending: DataFrame, inserts_only: bool) -> bool:
-        """Whether every version of ``pending`` (what the batch commits ``versions`` wrote, as the replica
-        writes it) starts after every version pending in the replica: then none of them is pending in the
-        replica already, and appending them is what the MERGE would do. The replica's greatest pending
-        ``valid_from`` comes from its files' statistics; the batch's least from the source's (no row read)
-        when each batch only appended files (``inserts_only``: its changes are their rows), else from
-        ``pending`` (one Spark job over the batch's changes: a batch MERGEd into the source's pending
-        partition rewrote older versions, which :func:`_logical.written_versions` leaves out when it only
-        re-bounded them). False: not known."""
-        held = [f for f in snapshot_files(self.spark, self.path) if _files.segment_of(f) == PENDING_SEGMENT]
-        if not held:
-            return True
-        high = _logical.valid_from_bound(held, "maxValues")
-        if high is None:
-            return False
-        if not inserts_only:
-            above = F.lit(high + _logical.STATS_PRECISION)
-            return pending.where(F.col(f"`{VALID_FROM}`") < above).isEmpty()
-        added = [
-            action
-            for first, last in _logical.runs(versions)
-            for action in _files.changes(self.spark, self.source_path, first, last).actions
-            if not _files.is_removal(action)
-        ]
-        low = _logical.valid_from_bound(added, "minValues")
-        return low is not None and low >= high + _logical.STATS_PRECISION
 
     def _merge_pending(
         self, pending: DataFrame, kind: SourceKind, commit: tuple[str, tuple[str, int] | None]
@@ -886,8 +859,9 @@ class Replica:
 
         The metadata is the store's own (``app_id``, stream time, last batch ids as of ``version``), so the
         replica opens as the store read then, plus a ``replica`` entry and ``fields``. ``own``: a logical
-        replica's own state fields (:data:`lakehouse.versioned.store.PENDING_TIER_FIELDS`), recorded
-        instead of the source's (its pending tier is its own). ``source_id`` None: no checkpoint is
+        replica's own state (:meth:`_own_state`), whose pending-tier fields
+        (:data:`lakehouse.versioned.store.PENDING_TIER_FIELDS`) are recorded instead of the source's (its
+        pending tier is its own). ``source_id`` None: no checkpoint is
         recorded (a rebuild at the checkpoint it has already); "" the replica's own source id.
         """
         recorded = _history.recorded_at(commits, kind.app_id, version)
@@ -897,7 +871,7 @@ class Replica:
         if own is not None:
             replica["logical"] = True  # its rows are its own layout of the source's versions
             recorded = {f: v for f, v in recorded.items() if f not in PENDING_TIER_FIELDS}
-            recorded.update({f: v for f, v in own.items() if v is not None})
+            recorded.update({f: v for f, v in own.items() if f in PENDING_TIER_FIELDS and v is not None})
         extra: dict[str, Any] = {"replica": replica, **fields}
         extra.update({f: v for f, v in recorded.items() if f != "batch_id"})
         log = CommitLog(self.spark, self.path, kind.app_id)
