@@ -115,7 +115,7 @@ def logical_role(commit: Commit, app_id: str) -> str | None:
     """What ``commit`` of a source whose commits ``app_id`` writes changes in its reads.
 
     - :data:`WRITE`: a batch (``put_all``, ``put``, an empty batch): its non-removed change rows are new or
-      re-bounded versions, the logical changelog.
+      rewritten versions, the logical changelog.
     - :data:`DROP`: a partition drop (expiry, purge), applied as a metadata-only drop.
     - :data:`NEUTRAL`: a commit that changes no read: one whose Delta operation changes no rows
       (``OPTIMIZE``, ``VACUUM``, table properties), or a commit of ``app_id`` whose metadata names an

@@ -5,21 +5,21 @@ A store's reads are a function of its **versions** (key, ``valid_from``, value, 
 and retention: where a version is stored (pending or sealed, which segment) is the store's business, and
 :mod:`lakehouse.versioned.pending` resolves pending rows against sealed ones for every read. So:
 
-- a **batch** commit (``put_all``, a single ``put``) writes new versions and re-bounds old ones: its Change
-  Data Feed's inserts and the postimages that change a version's content (:func:`written_versions`; the
-  only rows a batch deletes are versions already expired, which no read returns, and a postimage that only
-  re-bounds a version changes no read) is the logical change. A replica writes those rows into **its own
-  pending partition**
-  (an append, or a MERGE confined to that partition when it holds rows), whatever partition the source
-  wrote them to: a pending row replaces a sealed row of the same version in every read, and its
-  ``valid_to`` is the source's bound, which resolution shortens to the next version the replica holds.
+- a **batch** commit (``put_all``, a single ``put``) writes new versions and replaces pending ones: its
+  Change Data Feed's inserts and the postimages that change a version's content (:func:`written_versions`;
+  the only rows a batch deletes are versions already expired, which no read returns, and a postimage that
+  leaves a version's content as it was changes no read) is the logical change. A replica writes those
+  rows into **its own pending partition** (an append, or a MERGE confined to that partition when it holds
+  rows), whatever partition the source wrote them to: a pending row replaces a sealed row of the same
+  version in every read, and its ``valid_to`` is the source's bound, which resolution shortens to the
+  next version the replica holds.
 - a **seal**, ``OPTIMIZE`` or ``VACUUM`` changes no read: the replica skips it (its checkpoint moves on)
   and seals, compacts and vacuums itself on its own schedule (:meth:`Replica.maintain`).
 - an **expiry** drops whole segments below a bound: the replica drops its own segments below the same
   bound (metadata only). Those hold only versions expired at the source's stream time, as the source's do.
 
 Every version the replica writes was accepted by the source after the replica's last seal (at ``valid_from
->= stream time - R`` then), or re-bounds a version the replica holds already (whose stored row is then in
+>= stream time - R`` then), or rewrites a version the replica holds already (whose stored row is then in
 the replica's resolution region, since its ``valid_to`` is above the new bound): the region the store
 resolves from its last seal's stream time stays right.
 """
@@ -68,8 +68,9 @@ def written_versions(changes: DataFrame, identity: Sequence[str], inserts_only: 
     inserts (new versions), and update postimages that change a version's content (a same-timestamp
     overwrite: its value or tombstone).
 
-    A postimage that only re-bounds a pending version (its ``valid_to``, shortened because a later version
-    of its key arrived; or rewritten as it was) is left out: the replica holds that version already and
+    A postimage that leaves a pending version's content as it was (a version written again with its
+    value; or, from a store written before 2026-11-28, whose batches re-bounded pending versions, only its
+    ``valid_to`` shortened because a later version of its key arrived) is left out: the replica holds that version already and
     receives the later one, and resolution bounds a pending row by the next version of its key
     (:mod:`lakehouse.versioned.pending`), so every read is the same without it. Pairing a postimage with
     its preimage is one window over the changes (``identity``: the keys and ``valid_from``), skipped when
