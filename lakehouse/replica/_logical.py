@@ -70,8 +70,8 @@ def written_versions(changes: DataFrame, identity: Sequence[str], inserts_only: 
 
     A postimage that leaves a pending version's content as it was (a version written again with its
     value; or, from a store written before 2026-11-28, whose batches re-bounded pending versions, only its
-    ``valid_to`` shortened because a later version of its key arrived) is left out: the replica holds that version already and
-    receives the later one, and resolution bounds a pending row by the next version of its key
+    ``valid_to`` shortened because a later version of its key arrived) is left out: the replica holds
+    that version already, and resolution bounds a pending row by the next version of its key
     (:mod:`lakehouse.versioned.pending`), so every read is the same without it. Pairing a postimage with
     its preimage is one window over the changes (``identity``: the keys and ``valid_from``), skipped when
     ``inserts_only`` (the range's commit infos say it inserted rows only).
