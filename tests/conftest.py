@@ -43,6 +43,7 @@ LONGEST_FILES = (
     "tests/versioned/test_differential.py",
     "tests/replica/test_files.py",
     "tests/test_demo.py",
+    "tests/versioned/test_kafka_scenarios.py",
     "tests/kafka/test_kafka_source.py",
     "tests/kafka/test_kafka_reset.py",
     "tests/pipeline/test_continuous.py",
