@@ -77,9 +77,9 @@ def test_scenario_through_put_all_batches(spark: SparkSession, tmp_path, scenari
 
 #: One Delta commit per put makes this variant the suite's slowest, so it runs on the scenarios that cover
 #: each outcome of a single write once (every scenario's semantics are checked through the model and
-#: put_all batches above): puts into history across segments, a tombstone put into history in a new
-#: segment, a put falling through to an older segment as the latest, a put not put (expired), deletes of
-#: an expired and a live version, and an expired read answered by the latest version.
+#: put_all batches above): out-of-order puts into history, a tombstone put into history in a new segment,
+#: a put falling through to an older segment as the latest, a put not put (expired), deletes of a live and
+#: an expired version, and an expired read answered by the latest version.
 _SINGLE_NAMES = (
     "shouldPutOlderWithNonNullLatest",
     "shouldPutNonLatestTombstoneIntoNewSegmentWithValidTo",
