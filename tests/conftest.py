@@ -27,8 +27,8 @@ TEST_SPARK_CONF = {
     # Tiny test data gains nothing from adaptive execution, which runs every shuffle stage as its own job.
     "spark.sql.adaptive.enabled": "false",
     # Tiny test data: compiling generated code for each query costs more than interpreting it (measured:
-    # 16% less time over the versioned, dedup and as-of tests). Spark's own tests run both modes; these
-    # are internal confs, and nothing a user runs sets them.
+    # 16% less time over the versioned, dedup and as-of tests). Spark's own tests run both modes; the
+    # second is an internal conf, and nothing a user runs sets either.
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
