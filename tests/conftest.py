@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
+from tests.child import INTERPRETED
 
 TEST_SPARK_CONF = {
     "spark.master": "local[2]",
@@ -26,11 +27,7 @@ TEST_SPARK_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     # Tiny test data gains nothing from adaptive execution, which runs every shuffle stage as its own job.
     "spark.sql.adaptive.enabled": "false",
-    # Tiny test data: compiling generated code for each query costs more than interpreting it (measured:
-    # 16% less time over the versioned, dedup and as-of tests). Spark's own tests run both modes; the
-    # second is an internal conf, and nothing a user runs sets either.
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **INTERPRETED,  # expressions interpreted, not compiled (tests/child.py says why)
 }
 
 

@@ -31,6 +31,7 @@ import pytest
 
 import lakehouse
 from lakehouse.cli import build_parser
+from tests.child import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -92,9 +93,8 @@ def test_every_public_name_imports() -> None:
 def test_python_and_sql_blocks_run_as_written(tmp_path: Path) -> None:
     """Run in a fresh process whose working directory is a temporary folder, as a user's first copy-paste
     would (Spark resolves relative paths against the JVM's working directory, so it must start there)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+    env = child_env(
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         LAKEHOUSE_MASTER="local[2]",
         LAKEHOUSE_SHUFFLE_PARTITIONS="2",
         LAKEHOUSE_DRIVER_MEMORY="2g",

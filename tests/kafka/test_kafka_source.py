@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -15,6 +14,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.kafka_broker import Broker
 from lakehouse.kafka_source import create_topic, kafka_records, produce
+from tests.child import child_env
 from tests.kafka import ingest_child
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def _child(broker: Broker, topic: str, root: Path, kill_at: int | None = None) -
     command = [sys.executable, str(CHILD), broker.bootstrap_servers, topic, str(root)]
     if kill_at is not None:
         command.append(str(kill_at))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    env = child_env(PYTHONPATH=str(Path(__file__).parents[2]))
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, check=False)
 
 

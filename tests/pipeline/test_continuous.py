@@ -4,7 +4,6 @@ as an uninterrupted run, and its enrich micro-batches say how fresh their rows a
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.cli import main as lakehouse_main
 from lakehouse.pipeline import PipelineSpec, run_pipeline
+from tests.child import child_env
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.pipeline.test_crash_anywhere import _tables
 from tests.test_readme import ROOT
@@ -80,8 +80,7 @@ def test_sigterm_mid_batch_stops_after_the_batch_commits_and_the_tables_end_as_a
     run_pipeline(spark, _spec(alone), "all", emit=lambda m: None)
 
     config = write_config(signalled, **QUIET_MAINTENANCE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
-    env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    env = child_env(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
     command = [sys.executable, "jobs/pipeline.py", "--pipeline", "tiny", "--config", str(config)]
     child = subprocess.Popen(
         [*command, "--continuous", "--trigger", "1s"],

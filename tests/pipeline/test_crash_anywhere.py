@@ -4,7 +4,6 @@ every table equal to an uninterrupted run's."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.pipeline import PipelineSpec, run_pipeline
 from lakehouse.pipeline.order import stages_of
+from tests.child import child_env
 from tests.crash import Py4JCrash, after_commit, at_call, commits, kill_after_commit
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
@@ -169,8 +169,7 @@ def test_a_killed_job_process_then_a_restart_ends_as_an_uninterrupted_run(
     run_pipeline(spark, _spec(alone), "all", emit=lambda m: None)
     total = commits(Path(_spec(alone).tables.root))
     config = write_config(crashed, **ONE_BATCH)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
-    env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    env = child_env(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
     root = Path(_spec(crashed).tables.root)
     # A kill after every KILL_STRIDE-th of the uninterrupted run's commits; a restart redoes some (maintain's
     # VACUUM), so each is at least the next commit of the run so far.

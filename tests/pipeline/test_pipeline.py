@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -17,6 +16,7 @@ from lakehouse import VersionedStore
 from lakehouse.commit_log import CommitLog
 from lakehouse.delta_ops import session_confs
 from lakehouse.pipeline import BatchMetrics, run_pipeline, stream
+from tests.child import child_env
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
 from tests.test_readme import ROOT
 
@@ -93,8 +93,7 @@ def test_maintain_job_prints_only_its_json_line(spark: SparkSession, tmp_path: P
     schema = T.StructType([T.StructField("currency", T.StringType()), T.StructField("rate", T.DoubleType())])
     with session_confs(spark, {RETENTION_CHECK: "false"}):
         VersionedStore.create(spark, store, "currency", schema, timedelta(hours=1), file_retention=ZERO)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEHOUSE_", "PYSPARK_"))}
-    env.update(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
+    env = child_env(PYTHONPATH=str(ROOT), LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_DRIVER_MEMORY="1g")
     config = write_config(tmp_path, spark_confs={RETENTION_CHECK: "false"})
     done = subprocess.run(
         [sys.executable, "jobs/maintain.py", "--pipeline", "tiny", "--config", str(config)],

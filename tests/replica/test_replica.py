@@ -33,6 +33,7 @@ from lakehouse.versioned import VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
 from lakehouse.versioned.store import APP_ID as STORE_APP_ID
 from lakehouse.versioned.store import SEAL_OPERATION
+from tests.child import child_env
 from tests.dedup.helpers import frame, labelled
 from tests.replica.helpers import (
     INTERVAL_MS,
@@ -397,7 +398,7 @@ def test_sync_of_a_killed_process_rerun_yields_the_same_replica(
             str(marker),
             str(root),
         ],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        env=child_env(PYTHONPATH=str(Path(__file__).parents[2])),
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
