@@ -3,17 +3,21 @@
 The first start resolves ``configure_spark_with_delta_pip``'s coordinates in a child process (so Ivy's
 long report and any failure are captured, and a failure becomes a one-line error) and writes a manifest
 of the resolved jar files next to the cache. Every later start passes those files as ``spark.jars``:
-no Ivy run, no network, no download.
+no Ivy run, no network, no download. Processes starting at once on a fresh cache (two jobs, two test
+workers) resolve one at a time under a lock file in the cache: Ivy's cache is not safe for two writers
+(the loser sees jars "not found"), and the second finds the first's manifest.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyspark
@@ -57,6 +61,23 @@ def resolve_jars(ivy_cache: Path, extra_packages: Sequence[str] = (), with_delta
     if jars is not None:
         return jars
     ivy_cache.mkdir(parents=True, exist_ok=True)
+    with _resolving(ivy_cache):
+        return _read_manifest(manifest) or _resolve(ivy_cache, manifest, extra_packages, with_delta)
+
+
+@contextmanager
+def _resolving(ivy_cache: Path) -> Iterator[None]:
+    """Hold the cache's resolution lock (blocking until another process's resolution ends)."""
+    with (ivy_cache / "lakehouse-resolve.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _resolve(ivy_cache: Path, manifest: Path, extra_packages: Sequence[str], with_delta: bool) -> list[str]:
+    """Resolve the packages in a child process into ``ivy_cache`` and return the manifest it wrote."""
     packages = [*SESSION_PACKAGES, *extra_packages] if with_delta else list(extra_packages)
     command = [
         sys.executable,
@@ -118,7 +139,9 @@ def _resolve_in_child(ivy_cache: str, manifest: str, with_delta: bool, extra_pac
     uris = spark.sparkContext.getConf().get("spark.jars", "")
     spark.stop()
     paths = [uri.removeprefix("file://") for uri in uris.split(",") if uri]
-    Path(manifest).write_text("\n".join(paths) + "\n")
+    written = Path(f"{manifest}.tmp")  # then renamed: a start reading the manifest never sees half of it
+    written.write_text("\n".join(paths) + "\n")
+    written.replace(manifest)
 
 
 if __name__ == "__main__":
