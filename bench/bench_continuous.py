@@ -384,7 +384,10 @@ def report(
     ]
     for stage in ("materialize", "ingest", "enrich"):
         values = per_stage.get(stage, [])
-        mine = statistics.median(values) if values else float("nan")
+        if not values:  # no micro-batch of the stage in the probe (e.g. no rate update landed)
+            lines.append(f"| {stage} | 0 | - | {floor[stage]:.2f} | - |")
+            continue
+        mine = statistics.median(values)
         lines.append(
             f"| {stage} | {len(values)} | {mine:.2f} | {floor[stage]:.2f} | {mine / floor[stage]:.1f}x |"
         )
