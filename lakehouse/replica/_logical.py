@@ -27,7 +27,7 @@ resolves from its last seal's stream time stays right.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -124,6 +124,22 @@ def start_after(files: Iterable[Any], stream_time_us: int | None) -> bool:
         if low is None or datetime.fromisoformat(low) <= from_micros(int(stream_time_us)):
             return False
     return True
+
+
+class CountingCheck:
+    """An :func:`lakehouse.commit_log.append_if` check that keeps what it accepted: ``rows``, the rows of
+    the files it accepted by their statistics (None: not called, or a file without that statistic)."""
+
+    def __init__(self, check: Callable[[list[Any]], bool]) -> None:
+        self._check = check
+        self.rows: int | None = None
+
+    def __call__(self, files: list[Any]) -> bool:
+        if not self._check(files):
+            return False
+        counts = [(json.loads(a.stats()) if a.stats() else {}).get("numRecords") for a in files]
+        self.rows = None if None in counts else sum(int(count) for count in counts)
+        return True
 
 
 def pending_match(keys: Sequence[str], target: str = "t", source: str = "s") -> Column:

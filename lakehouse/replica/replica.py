@@ -660,7 +660,8 @@ class Replica:
         starts at or before the source's stream time then, which the replica records: the append's files,
         once written, are committed if their statistics say each of their rows starts after that time
         (:func:`_logical.start_after`; then none of them is pending in the replica already, and appending
-        them is what the MERGE would do), else left uncommitted for the MERGE. No Spark job but the write.
+        them is what the MERGE would do), else left uncommitted for the MERGE. No Spark job but the write,
+        and an append's rows are its files' statistics (no commit read back; :class:`_logical.CountingCheck`).
         """
         before = self._own_state(kind)
         wrote = any(_history.wrote_rows(c) for c in commits if c.version in versions)
@@ -668,20 +669,30 @@ class Replica:
         if wrote:
             own, extra = pending_tier_appended(before), {LOWEST_SEGMENT: PENDING_SEGMENT}
         commit = self._commit(commits, kind, last, "sync", own=own, **extra)
-        rows = 0
-        if wrote:
-            columns = snapshot_schema(latest_snapshot(self.spark, self.path)).fieldNames()
-            inserts_only = _history.each_inserts_only(commits, versions)
-            written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
-            pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
-            options = delta_ops.commit_options(*commit)
-            newer = partial(_logical.start_after, stream_time_us=before[_STREAM_TIME])
-            with self._state_partitions(), self._no_missing_files():
-                if not has_pending(before):
-                    append_to_table(pending, self.path, options)
-                elif not append_if(pending, self.path, options, newer):
-                    self._merge_pending(pending, kind, commit)
-            rows = self._rows_written(last, "sync")
+        if not wrote:
+            self._commit_if_skipped(last, commit)
+            self._after_commit("sync")
+            return 0
+        snapshot = latest_snapshot(self.spark, self.path)
+        inserts_only = _history.each_inserts_only(commits, versions)
+        written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
+        columns = snapshot_schema(snapshot).fieldNames()
+        pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
+        options = delta_ops.commit_options(*commit)
+        if has_pending(before):
+            check = _logical.CountingCheck(partial(_logical.start_after, stream_time_us=before[_STREAM_TIME]))
+        else:
+            check = _logical.CountingCheck(lambda _files: True)
+        with self._state_partitions(snapshot), self._no_missing_files():
+            appended = append_if(pending, self.path, options, check)
+            if not appended and not has_pending(before):  # the table's columns changed meanwhile
+                append_to_table(pending, self.path, options)
+            elif not appended:
+                self._merge_pending(pending, kind, commit)
+        if appended and check.rows is not None:  # committed here, with the rows its files hold
+            self._after_commit("sync")
+            return check.rows
+        rows = self._rows_written(last, "sync")
         self._commit_if_skipped(last, commit)
         self._after_commit("sync")
         return rows
@@ -880,7 +891,7 @@ class Replica:
         return metadata, txn
 
     @contextmanager
-    def _state_partitions(self) -> Iterator[None]:
+    def _state_partitions(self, snapshot: Any = None) -> Iterator[None]:
         """Delta reconstructs the replica's state (Spark jobs over its log) for each commit carrying a
         checkpoint (``SetTransaction``: Delta looks up the recorded one first); in this block it uses one
         partition per :data:`_FILES_PER_STATE_PARTITION` files of the replica, not the session's number
@@ -888,8 +899,10 @@ class Replica:
 
         Only the parallelism of that reconstruction changes (the conf is the session's: other threads'
         reconstructions in the block use it too); without a checksum telling the file count, nothing does.
+        ``snapshot``: the replica's newest, when the caller has just read it.
         """
-        checksum = latest_snapshot(self.spark, self.path).checksumOpt()
+        snapshot = snapshot if snapshot is not None else latest_snapshot(self.spark, self.path)
+        checksum = snapshot.checksumOpt()
         if not checksum.isDefined():
             yield
             return
