@@ -256,18 +256,22 @@ def _latencies(
     spark: SparkSession, spec: PipelineSpec, landed: dict[int, tuple[float, int]]
 ) -> list[tuple[int, float, int]]:
     """(landing file, seconds from its landing to the commit of the enriched version, records) of every row
-    of ``enriched``: its data file's adding commit, from the table's log (local files)."""
-    log = Path(spec.tables.enriched) / "_delta_log"
+    the pipeline wrote to ``enriched``: the data files its commits added (``dataChange``: not the files a
+    compaction rewrote them into), read as they were written (an OPTIMIZE leaves them in place), each
+    timed by its adding commit's file (local files)."""
+    table = Path(spec.tables.enriched)
     committed: dict[str, float] = {}
-    for commit in sorted(log.glob("*.json")):
+    for commit in sorted((table / "_delta_log").glob("*.json")):
         mtime = commit.stat().st_mtime
         for line in commit.read_text().splitlines():
             action = json.loads(line)
             if "add" in action and action["add"].get("dataChange", True):
-                committed[action["add"]["path"].rsplit("/", 1)[-1]] = mtime
+                committed[action["add"]["path"]] = mtime
+    if not committed:
+        return []
+    by_name = {path.rsplit("/", 1)[-1]: mtime for path, mtime in committed.items()}
     rows = (
-        spark.read.format("delta")
-        .load(spec.tables.enriched)
+        spark.read.parquet(*[str(table / path) for path in committed])
         .select(
             F.regexp_extract("txn_id", r"^f(\d+)-", 1).cast("int").alias("file"),
             F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1).alias("data_file"),
@@ -277,9 +281,9 @@ def _latencies(
         .collect()
     )
     return [
-        (row["file"], committed[row["data_file"]] - landed[row["file"]][0], row["count"])
+        (row["file"], by_name[row["data_file"]] - landed[row["file"]][0], row["count"])
         for row in rows
-        if row["data_file"] in committed and row["file"] in landed
+        if row["data_file"] in by_name and row["file"] in landed
     ]
 
 

@@ -45,8 +45,12 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def bulk_store(spark: SparkSession, path: str, keys: int, versions: int) -> VersionedStore:
-    """A store of ``keys`` x ``versions`` versions, written directly (one append) for speed."""
-    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL)
+    """A store of ``keys`` x ``versions`` versions, written directly (one append) for speed.
+
+    Its handle never seals by itself (``seal_policy=None``): ``put_all`` and the ``seal()`` after it are
+    timed apart (the default policy would seal inside ``put_all``: the written store records no live-key
+    count, so any pending row is due)."""
+    store = VersionedStore.create(spark, path, "k", SCHEMA, RETENTION, INTERVAL, seal_policy=None)
     rows = spark.range(keys * versions).select(
         (F.col("id") % keys).alias("k"), (F.col("id") / keys).cast("long").alias("n"), F.rand(1).alias("v")
     )
@@ -227,7 +231,10 @@ def run(args: argparse.Namespace) -> list[str]:
             f"Live-key scaling (issue 18): the same {args.batch:,}-update batch against {many // few}x more "
             f"live keys ({few:,} -> {many:,}, one version each) costs {ratio:.2f}x per batch "
             f"(target <= 1.3x); the SCD2 MERGE {peer_ratio:.2f}x; the seal() moving the batch into its "
-            f"segments {seal_ratio:.2f}x (it reads the latest versions: one per live key)."
+            f"segments {seal_ratio:.2f}x (issue 36's goal <= 1.3x: {'met' if seal_ratio <= 1.3 else 'missed'}"
+            f"). The SCD2 MERGE is the bare-Delta floor of that move (close the batch's keys' current rows, "
+            f"insert their new ones): a MERGE of random keys touches every file holding latest versions, "
+            f"so both read one row per live key."
         )
     lines += [
         "",
