@@ -11,7 +11,18 @@ from pathlib import Path
 
 BENCH = Path(__file__).parent
 #: Issues 3-6, 13-15, 18, 34 and 36.
-FEATURES = ("versioned", "dedup", "asof", "assignment", "replica", "quality", "pipeline", "read", "steady")
+FEATURES = (
+    "versioned",
+    "dedup",
+    "asof",
+    "assignment",
+    "replica",
+    "quality",
+    "pipeline",
+    "read",
+    "steady",
+    "continuous",
+)
 HEADER = """# Benchmark results
 
 Collected by `bench/collect_results.py` from the `RESULTS_<feature>.md` file each benchmark writes
