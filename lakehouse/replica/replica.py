@@ -669,10 +669,25 @@ class Replica:
         if wrote:
             own, extra = pending_tier_appended(before), {LOWEST_SEGMENT: PENDING_SEGMENT}
         commit = self._commit(commits, kind, last, "sync", own=own, **extra)
-        if not wrote:
+        rows = 0
+        if wrote:
+            rows = self._write_versions(commits, kind, versions, before, commit, last)
+        else:
             self._commit_if_skipped(last, commit)
-            self._after_commit("sync")
-            return 0
+        self._after_commit("sync")
+        return rows
+
+    def _write_versions(
+        self,
+        commits: list[_history.Commit],
+        kind: SourceKind,
+        versions: list[int],
+        before: dict[str, Any],
+        commit: tuple[str, tuple[str, int] | None],
+        last: int,
+    ) -> int:
+        """:meth:`_apply_writes`' commit of the versions written by the batch commits ``versions``, with the
+        replica's own state ``before`` it; returns the rows it wrote."""
         snapshot = latest_snapshot(self.spark, self.path)
         inserts_only = _history.each_inserts_only(commits, versions)
         written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
@@ -690,11 +705,9 @@ class Replica:
             elif not appended:
                 self._merge_pending(pending, kind, commit)
         if appended and check.rows is not None:  # committed here, with the rows its files hold
-            self._after_commit("sync")
             return check.rows
         rows = self._rows_written(last, "sync")
         self._commit_if_skipped(last, commit)
-        self._after_commit("sync")
         return rows
 
     def _merge_pending(
