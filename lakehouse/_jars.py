@@ -33,6 +33,12 @@ DELTA_COORDINATE = f"io.delta:delta-spark_{_SPARK_MINOR}_2.13:{importlib.metadat
 # embedded session: a session's jars are fixed at its start, so it is there from the start.
 KAFKA_SOURCE_COORDINATE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 SESSION_PACKAGES = (KAFKA_SOURCE_COORDINATE,)
+# Hadoop's S3A file system (``s3a://`` paths; the ``s3`` profile) at the version of pyspark's own Hadoop,
+# which it must match: read off the Hadoop client jar pyspark ships.
+HADOOP_VERSION = next(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar")).stem.rsplit("-", 1)[
+    1
+]
+HADOOP_AWS_COORDINATE = f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}"
 _UNRESOLVED = re.compile(r"unresolved dependency: ([^\s:]+[^\s]*?): (not found|.*)")
 
 

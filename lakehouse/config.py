@@ -47,6 +47,7 @@ class Settings:
     shuffle_partitions: int = 8
     extra_packages: tuple[str, ...] = ()
     quiet: bool = True
+    s3_endpoint: str = ""
     spark: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

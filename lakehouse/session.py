@@ -148,7 +148,19 @@ def _lakehouse_conf(settings: Settings) -> dict[str, str]:
         _CATALOG: DELTA_CATALOG,
         "spark.sql.warehouse.dir": warehouse_uri(settings),
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        **_s3_endpoint_conf(settings.s3_endpoint),
         **settings.spark,
+    }
+
+
+def _s3_endpoint_conf(endpoint: str) -> dict[str, str]:
+    """S3A's confs for an S3-compatible store at ``endpoint`` (``http://host:port`` or ``https://...``;
+    "" = AWS itself, no confs): that endpoint, plain HTTP when its scheme says so."""
+    if not endpoint:
+        return {}
+    return {
+        "spark.hadoop.fs.s3a.endpoint": endpoint,
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(not endpoint.startswith("http://")).lower(),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -12,9 +13,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from lakehouse._jars import HADOOP_AWS_COORDINATE
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
 from tests.child import INTERPRETED
+from tests.objectstore import ObjectStore, object_store, weed_binary
 
 TEST_SPARK_CONF = {
     "spark.master": "local[2]",
@@ -73,11 +76,39 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The session-scoped Delta-enabled SparkSession (built through lakehouse.session.get_spark)."""
     warehouse = tmp_path_factory.mktemp("warehouse")
     settings = load_settings(
-        "local", overrides={"warehouse": str(warehouse), "log_level": "ERROR", "driver_memory": "2g"}
+        "local",
+        overrides={
+            "warehouse": str(warehouse),
+            "log_level": "ERROR",
+            "driver_memory": "2g",
+            "extra_packages": HADOOP_AWS_COORDINATE,  # s3a:// for the object-store tests
+        },
     )
     session = get_spark(TEST_SPARK_CONF, settings)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
+    """This test process's SeaweedFS S3 server (tests/objectstore.py); the tests skip in one line when its
+    binary can be neither found nor built."""
+    binary, why = weed_binary()
+    if binary is None:
+        pytest.skip(f"object store: {why}")
+    with object_store(tmp_path_factory.mktemp("seaweedfs"), binary) as store:
+        yield store
+
+
+@pytest.fixture
+def s3(spark: SparkSession, object_store_server: ObjectStore, request: pytest.FixtureRequest) -> ObjectStore:
+    """The object store, reachable from the test session through ``s3a://`` paths; each test gets its own
+    prefix as ``s3.uri(...)``'s first part."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in object_store_server.hadoop_conf().items():
+        hadoop.set(key, value)
+    prefix = request.node.name.replace("[", "_").replace("]", "")
+    return dataclasses.replace(object_store_server, prefix=prefix)
 
 
 @pytest.fixture

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse._jars import HADOOP_AWS_COORDINATE
 from lakehouse.config import Settings, load_settings
 from lakehouse.errors import InvalidConfigError
+from lakehouse.session import embedded_conf
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -23,6 +25,20 @@ def test_packaged_local_profile_loads_with_types() -> None:
 
 def test_cluster_profile_loads() -> None:
     assert load_settings("cluster", environ={}).shuffle_partitions == 200
+
+
+def test_s3_profile_reaches_an_endpoint_from_the_environment_with_pyspark_s_hadoop_aws() -> None:
+    settings = load_settings("s3", environ={"LAKEHOUSE_S3_ENDPOINT": "http://127.0.0.1:8333"})
+    # hadoop-aws must be the version of pyspark's own Hadoop jars, or S3A fails to load.
+    assert settings.extra_packages == (HADOOP_AWS_COORDINATE,)
+    assert settings.warehouse.startswith("s3a://")
+    conf = embedded_conf(settings, jars=[])
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert not any("secret" in key or "access.key" in key for key in conf)  # credentials: environment only
+    aws = embedded_conf(load_settings("s3", environ={}), jars=[])
+    assert "spark.hadoop.fs.s3a.endpoint" not in aws
 
 
 def test_precedence_defaults_file_env_overrides(tmp_path: Path) -> None:
