@@ -62,6 +62,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SchemaMismatchError",
         "SparkSetupError",
         "StoreSettingsConflictError",
+        "UnarbitratedWritersWarning",
     ),
     "lakehouse.pipeline": (
         "BatchMetrics",

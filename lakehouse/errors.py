@@ -98,6 +98,15 @@ class ReplayMismatchWarning(UserWarning):
     """
 
 
+class UnarbitratedWritersWarning(UserWarning):
+    """Several writers commit to a table whose Delta log store keeps apart the commits of one Spark driver
+    only (Delta's default on S3): two drivers committing at once can silently lose a commit.
+
+    Warned once per table and process (``lakehouse.log_store``); ``warnings.simplefilter("error",
+    UnarbitratedWritersWarning)`` turns it into a refusal.
+    """
+
+
 class JarResolutionError(LakehouseError, RuntimeError):
     """The Delta Lake jars could not be resolved from Maven Central."""
 
