@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -65,8 +66,25 @@ LONGEST_FILES = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the tests of :data:`LONGEST_FILES` first, in that order (the rest keep theirs)."""
+#: Set by the run's first process (before any test process starts) to why the object store cannot be
+#: started ("" when it can): its tests are then left out, and the run's summary says so in one line.
+_NO_OBJECT_STORE = "SEAWEEDFS_UNAVAILABLE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's first process finds or builds SeaweedFS's weed once, for every test process."""
+    if not hasattr(config, "workerinput"):
+        binary, why = weed_binary()
+        os.environ[_NO_OBJECT_STORE] = why if binary is None else ""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests of :data:`LONGEST_FILES` first, in that order (the rest keep theirs); leave out the
+    object-store tests when there is no object store."""
+    if os.environ.get(_NO_OBJECT_STORE):
+        unrunnable = [item for item in items if "object_store_server" in getattr(item, "fixturenames", ())]
+        config.hook.pytest_deselected(items=unrunnable)
+        items[:] = [item for item in items if item not in unrunnable]
     rank = {name: position for position, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
@@ -156,6 +174,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """How many crash-injection points and hostile-input cases the run tried (in every test process)."""
+    if os.environ.get(_NO_OBJECT_STORE):
+        terminalreporter.write_line(f"object-store tests not run: {os.environ[_NO_OBJECT_STORE]}")
     tried = _tried()
     crash = _FROM_WORKERS["crash"] + Counter(tried["crash"])
     cases = _FROM_WORKERS["hostile"] + Counter(tried["hostile"])
