@@ -530,29 +530,38 @@ def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | N
     too (tested).
     ``Snapshot.setTransactionsIfKnown`` is not used: it reconstructs the state even when the checksum has it.
     """
-    checksum = snapshot.checksumOpt()
-    listed = checksum.get().setTransactions() if checksum.isDefined() else None
-    if listed is None or not listed.isDefined():
+    listed = _checksum_txns(spark, snapshot)
+    if listed is None:
         txn = snapshot.transactions().get(txn_app_id)
         return int(txn.get()) if txn.isDefined() else None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    for action in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get()):
-        if action.appId() == txn_app_id:
-            return int(action.version())
-    return None
+    return listed.get(txn_app_id)
 
 
 def txn_app_ids(spark: SparkSession, snapshot: Any) -> set[str]:
     """Every ``txnAppId`` with a ``SetTransaction`` in ``snapshot`` (from its checksum when it lists them,
     as :func:`recorded_txn`; otherwise from the reconstructed state)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
+    listed = _checksum_txns(spark, snapshot)
+    if listed is None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return set(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.transactions()).keySet())
+    return set(listed)
+
+
+def _checksum_txns(spark: SparkSession, snapshot: Any) -> dict[str, int] | None:
+    """``txnAppId`` -> ``txnVersion`` of the ``SetTransaction`` actions ``snapshot``'s checksum lists, or
+    None when it lists none (no checksum, or one without them). One JVM call for them all (as JSON): one
+    per action would cost a round trip each."""
     checksum = snapshot.checksumOpt()
     listed = checksum.get().setTransactions() if checksum.isDefined() else None
     if listed is None or not listed.isDefined():
-        return set(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.transactions()).keySet())
-    return {a.appId() for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get())}
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    actions = json.loads(
+        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(listed.get())
+    )
+    return {action["appId"]: int(action["version"]) for action in actions}
 
 
 def append_to_table(
@@ -600,12 +609,17 @@ def prepare_append(
     return commit
 
 
+#: What :func:`append_if` checks: the statistics of each file a write produced (Delta's ``stats`` of its
+#: ``AddFile``, parsed: ``numRecords``, ``minValues``, ``maxValues``, ``nullCount``; {} for a file without).
+FileStats = list[dict[str, Any]]
+
+
 def append_if(
-    frame: DataFrame, path: str, options: Mapping[str, str], accept: Callable[[list[Any]], bool]
+    frame: DataFrame, path: str, options: Mapping[str, str], accept: Callable[[FileStats], bool]
 ) -> bool:
-    """:func:`append_to_table`, committed only if ``accept`` holds for the ``AddFile`` actions its write
-    produced (their statistics describe the rows written); returns whether the append is in the table (also
-    True when its ``txnVersion`` is recorded already: the append was made before).
+    """:func:`append_to_table`, committed only if ``accept`` holds for the statistics of the files its write
+    produced (they describe the rows written); returns whether the append is in the table (also True when
+    its ``txnVersion`` is recorded already: the append was made before).
 
     The check costs no Spark job: the files are written first (the append's one job), then checked. When
     ``accept`` refuses them nothing is committed (the files written are no part of the table; VACUUM
@@ -624,9 +638,9 @@ def _prepare_append(
     path: str,
     options: Mapping[str, str],
     sole: Refusal | None,
-    accept: Callable[[list[Any]], bool] | None,
+    accept: Callable[[FileStats], bool] | None,
 ) -> Commit | None:
-    """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the ``AddFile`` actions
+    """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the statistics of the files
     written satisfy it (see :func:`append_if`)."""
     spark = frame.sparkSession
     jvm = spark.sparkContext._jvm
@@ -652,13 +666,30 @@ def _prepare_append(
             passed.put(key, value)
     conf = spark._jsparkSession.sessionState().conf()
     writer = delta.DeltaOptions(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(passed), conf)
-    ordered = frame.select(*[F.col(f"`{name}`") for name in table_schema.fieldNames()])
+    ordered = frame.selectExpr(
+        *[f"`{name}`" for name in table_schema.fieldNames()]
+    )  # 1 JVM call, not 1 a column
     written = scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer)))
-    if accept is not None and not accept([a for a in written if a.getClass().getSimpleName() == "AddFile"]):
+    if accept is not None and not accept(_added_stats(jvm, written)):
         return None
     actions.addAll(written)
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
+
+
+def _added_stats(jvm: Any, actions: Any) -> FileStats:
+    """The parsed statistics of the ``AddFile`` actions among ``actions`` (a Java list of Delta's file
+    actions), serialized in one JVM call: one per action would cost round trips per file. An ``AddFile`` is
+    told apart by its fields (``modificationTime``, no ``deletionTimestamp``: not a ``RemoveFile``, not an
+    ``AddCDCFile``)."""
+    serialized = json.loads(
+        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(actions)
+    )
+    return [
+        json.loads(action["stats"]) if action.get("stats") else {}
+        for action in serialized
+        if "modificationTime" in action and "deletionTimestamp" not in action
+    ]
 
 
 def commit_confs(metadata: str, txn: tuple[str, int] | None) -> dict[str, str]:
