@@ -63,6 +63,7 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -489,18 +490,43 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     """The JVM ``Snapshot`` of the Delta table at ``path`` as of its newest commit.
 
     Delta caches a table's log per session: this reads only the commits after the cached snapshot (none
-    when this process wrote the last one), and its version, metadata and protocol need no Spark job.
+    when this process wrote the last one), and its version, metadata and protocol need no Spark job. It
+    still lists the table's log (a LIST request on object storage), except inside :func:`one_log_listing`.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    none = jvm.scala.Option.empty()
-    return checked_snapshot(
-        spark,
-        path,
-        lambda: jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
-            False, none, none
-        ),
-    )
+    log = jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+    listed = getattr(_LISTED, "paths", None)
+    if listed is not None and path in listed:
+        return log.unsafeVolatileSnapshot()
+    none = jvm_class(spark, "scala.Option").empty()
+    snapshot = checked_snapshot(spark, path, lambda: log.update(False, none, none))
+    if listed is not None:
+        listed.add(path)
+    return snapshot
+
+
+#: Per thread, inside :func:`one_log_listing`: the tables whose log was listed there.
+_LISTED = threading.local()
+
+
+@contextmanager
+def one_log_listing() -> Iterator[None]:
+    """Within, :func:`latest_snapshot` lists a table's log once: later calls for the table take Delta's
+    cached snapshot of it, which this process's own commits advance (Delta updates it as it commits) but
+    other processes' commits do not.
+
+    For a step that reads a table's newest version once and then works on what it read: a replica's sync
+    (it alone writes the replica; it applies the source up to a version it chose first). A commit inside
+    still lists the log and fails on a conflict as always (Delta's transaction reads the newest version).
+    """
+    outer = getattr(_LISTED, "paths", None)
+    if outer is not None:
+        yield
+        return
+    _LISTED.paths = set()
+    try:
+        yield
+    finally:
+        _LISTED.paths = None
 
 
 def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
@@ -556,12 +582,30 @@ def _checksum_txns(spark: SparkSession, snapshot: Any) -> dict[str, int] | None:
     listed = checksum.get().setTransactions() if checksum.isDefined() else None
     if listed is None or not listed.isDefined():
         return None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    actions = json.loads(
-        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(listed.get())
-    )
+    actions = json.loads(delta_json(spark, listed.get()))
     return {action["appId"]: int(action["version"]) for action in actions}
+
+
+def delta_json(spark: SparkSession, value: Any) -> str:
+    """``value`` (a JVM object: Delta's actions, commit infos, a Scala collection of them) as JSON, by
+    Delta's own object mapper (its field names, Scala collections as arrays): one JVM call for them all,
+    where reading them field by field costs a Py4J round trip a field."""
+    mapper = jvm_class(spark, "org.apache.spark.sql.delta.util.JsonUtils").mapper()
+    return str(mapper.writeValueAsString(value))
+
+
+def jvm_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class ``name`` (its full name) for calls of its static methods, resolved once per process:
+    each step of ``jvm.org.apache...`` is a Py4J round trip."""
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    key = (id(client), name)
+    if key not in _CLASSES:
+        _CLASSES[key] = JavaClass(name, client)
+    return _CLASSES[key]
+
+
+#: :func:`jvm_class`'s classes, by gateway and name.
+_CLASSES: dict[tuple[int, str], Any] = {}
 
 
 def append_to_table(
@@ -670,21 +714,19 @@ def _prepare_append(
         *[f"`{name}`" for name in table_schema.fieldNames()]
     )  # 1 JVM call, not 1 a column
     written = scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer)))
-    if accept is not None and not accept(_added_stats(jvm, written)):
+    if accept is not None and not accept(_added_stats(spark, written)):
         return None
     actions.addAll(written)
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
 
 
-def _added_stats(jvm: Any, actions: Any) -> FileStats:
+def _added_stats(spark: SparkSession, actions: Any) -> FileStats:
     """The parsed statistics of the ``AddFile`` actions among ``actions`` (a Java list of Delta's file
     actions), serialized in one JVM call: one per action would cost round trips per file. An ``AddFile`` is
     told apart by its fields (``modificationTime``, no ``deletionTimestamp``: not a ``RemoveFile``, not an
     ``AddCDCFile``)."""
-    serialized = json.loads(
-        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(actions)
-    )
+    serialized = json.loads(delta_json(spark, actions))
     return [
         json.loads(action["stats"]) if action.get("stats") else {}
         for action in serialized
@@ -844,9 +886,7 @@ def commit_infos(
         return _read_commit_infos(spark, snapshot, first, latest)
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     history = log.history().getHistory(first, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-    infos: list[dict[str, Any]] = json.loads(
-        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(history)
-    )
+    infos: list[dict[str, Any]] = json.loads(delta_json(spark, history))
     return infos
 
 
@@ -857,11 +897,9 @@ def _read_commit_infos(spark: SparkSession, snapshot: Any, first: int, last: int
     The timestamp is the commit's in-commit timestamp if it has one, else its file's modification time
     (what ``DESCRIBE HISTORY`` reports).
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     log = snapshot.deltaLog()
     conf = log.newDeltaHadoopConf()
-    files = jvm.org.apache.spark.sql.delta.util.DeltaCommitFileProvider.apply(snapshot)
+    files = jvm_class(spark, "org.apache.spark.sql.delta.util.DeltaCommitFileProvider").apply(snapshot)
     infos = []
     for version in range(last, first - 1, -1):
         file = files.deltaFile(version)

@@ -57,6 +57,7 @@ from lakehouse.commit_log import (
     commit_file_actions,
     commit_infos,
     latest_snapshot,
+    one_log_listing,
     parse_metadata,
     recorded_txn,
     snapshot_files,
@@ -300,6 +301,10 @@ class Replica:
             InvalidInputError: a negative ``limit``; or the replica must be rebuilt at ``limit`` and the
                 source's data files of that version were vacuumed (nothing is written then).
         """
+        with one_log_listing():  # the source's and the replica's logs listed once each (the sync's start)
+            return self._sync(limit)
+
+    def _sync(self, limit: int | None) -> SyncResult:
         started = time.monotonic()
         target = self._target(limit)
         before = self.checkpoint()
