@@ -40,6 +40,7 @@ TEST_SPARK_CONF = {
 #: a long file handed out last would keep one process busy while the other idles, so these go first.
 LONGEST_FILES = (
     "tests/pipeline/test_crash_anywhere.py",
+    "tests/s3/test_crash_anywhere.py",
     "tests/versioned/test_kafka_scenarios.py",
     "tests/replica/test_replica.py",
     "tests/test_readme.py",
@@ -49,6 +50,7 @@ LONGEST_FILES = (
     "tests/dedup/test_offset_identity.py",
     "tests/versioned/test_pending.py",
     "tests/replica/test_files.py",
+    "tests/s3/test_replicas.py",
     "tests/kafka/test_kafka_source.py",
     "tests/test_demo.py",
     "tests/read/test_differential.py",
@@ -145,9 +147,9 @@ def retention_check_off(spark: SparkSession) -> Iterator[None]:
 
 
 def _tried() -> dict[str, dict[str, int]]:
-    """What this process's crash-injection (tests/pipeline/test_crash_anywhere.py) and hostile-input
+    """What this process's crash-injection (tests/pipeline/crashing.py) and hostile-input
     (tests/test_hostile_input.py) tests tried: kind -> count, per family."""
-    crash = sys.modules.get("tests.pipeline.test_crash_anywhere")
+    crash = sys.modules.get("tests.pipeline.crashing")
     hostile = sys.modules.get("tests.test_hostile_input")
     return {
         "crash": dict(crash.POINTS) if crash is not None else {},

@@ -405,7 +405,7 @@ class Replica:
         if self._logical():
             self._own_store().vacuum()
         else:
-            DeltaTable.forPath(self.spark, self.path).vacuum(retention.total_seconds() / 3600)
+            delta_ops.vacuum(self.spark, self.path, retention.total_seconds() / 3600)
 
     # ------------------------------------------------------------------ internals
     def _target(self, limit: int | None) -> int:
