@@ -196,16 +196,14 @@ class CommitLog:
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
             last = _largest(last, self._local.batch_ids.get(self.writer or ""))
-        warn_unless_arbitrated(snapshot, self.path, lambda: self._writers(snapshot))
+            warn_unless_arbitrated(snapshot, self.path, self._named_writers)
         return Recorded(version, last, state)
 
-    def _writers(self, snapshot: Any) -> set[str]:
-        """The writers that committed batches to ``snapshot``'s table, this one included: on a fenced log
-        the names its commits record (as of the last :meth:`read`, "" for the unnamed writer), on any other
-        the app ids of Delta's ``SetTransaction`` (:data:`FIRST_COMMITS` aside)."""
-        if self.fenced:
-            return {self.writer or "", *getattr(self._local, "batch_ids", {})}
-        return {self.txn_app_id, *(a for a in txn_app_ids(self.spark, snapshot) if a != FIRST_COMMITS)}
+    def _named_writers(self) -> set[str]:
+        """The named writers whose batches a fenced log's commits record (as of the last :meth:`read`), this
+        one included: the jobs that write the table as its own, each under its name (the unnamed writer,
+        one job per table, and maintenance are not counted: they run where the table's job runs)."""
+        return {name for name in (self.writer, *getattr(self._local, "batch_ids", {})) if name}
 
     def last_batch_id(self) -> int | None:
         """The largest batch id this writer committed to the table (kept in Delta checkpoints), or None."""
