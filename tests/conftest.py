@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse._jars import HADOOP_AWS_COORDINATE
+from lakehouse._jars import hadoop_aws_coordinate
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
 from tests.child import INTERPRETED
@@ -101,7 +101,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "warehouse": str(warehouse),
             "log_level": "ERROR",
             "driver_memory": "2g",
-            "extra_packages": HADOOP_AWS_COORDINATE,  # s3a:// for the object-store tests
+            "extra_packages": hadoop_aws_coordinate(),  # s3a:// for the object-store tests
         },
     )
     session = get_spark(TEST_SPARK_CONF, settings)
