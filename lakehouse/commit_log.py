@@ -491,12 +491,15 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     when this process wrote the last one), and its version, metadata and protocol need no Spark job. It
     still lists the table's log (a LIST request on object storage), except inside :func:`one_log_listing`.
     """
-    log = jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+    delta_log = jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog")
     listed = getattr(_LISTED, "paths", None)
     if listed is not None and path in listed:
-        return log.unsafeVolatileSnapshot()
+        return delta_log.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot()
     none = jvm_class(spark, "scala.Option").empty()
-    snapshot = checked_snapshot(spark, path, lambda: log.update(False, none, none))
+    # forTable reads the log too (a damaged one raises there): inside the check
+    snapshot = checked_snapshot(
+        spark, path, lambda: delta_log.forTable(spark._jsparkSession, path).update(False, none, none)
+    )
     if listed is not None:
         listed.add(path)
     return snapshot
