@@ -22,7 +22,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.cluster import free_port
 
 #: SeaweedFS's Go module and the version built (a pseudo-version of its main branch the proxy serves).
 MODULE = "github.com/seaweedfs/seaweedfs"
@@ -174,8 +175,8 @@ def object_store(work_dir: Path, binary: Path) -> Iterator[ObjectStore]:
     }
     config = work_dir / "s3.json"
     config.write_text(json.dumps(identities))
-    ports = {name: _free_port() for name in ("master", "volume", "filer", "s3")}
-    grpc = {name: _free_port() for name in ports}
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+    grpc = {name: free_port() for name in ports}
     args = [
         str(binary),
         "server",
@@ -237,12 +238,6 @@ def _client(endpoint: str, access_key: str, secret_key: str, allow_bucket_creati
         connect_timeout=_CLIENT_TIMEOUT_S,
         request_timeout=_CLIENT_TIMEOUT_S,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 if __name__ == "__main__":  # python -m tests.objectstore build: what .ci/run calls before the tests
