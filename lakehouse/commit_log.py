@@ -195,16 +195,30 @@ class CommitLog:
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
             last = _largest(last, self._local.batch_ids.get(self.writer or ""))
+        self._local.snapshot = snapshot
         warn_unless_arbitrated(snapshot, self.path, lambda: self._writers(snapshot))
         return Recorded(version, last, state)
 
-    def _writers(self, snapshot: Any) -> set[str]:
-        """The writers that committed batches to ``snapshot``'s table, this one included: on a fenced log
-        the names its commits record (as of the last :meth:`read`, "" for the unnamed writer), on any other
-        the app ids of Delta's ``SetTransaction`` (:data:`FIRST_COMMITS` aside)."""
+    def _writers(self, snapshot: Any, committing: bool = False) -> set[str]:
+        """The writers that committed batches to ``snapshot``'s table: on a fenced log the names its commits
+        record (as of the last :meth:`read`, "" for the unnamed writer), on any other the app ids of Delta's
+        ``SetTransaction`` (:data:`FIRST_COMMITS` aside); with ``committing``, this writer too.
+
+        A handle that only reads the table (a join reading a store, maintenance, a replica reading its own
+        state) is no writer: it counts once it commits a batch (:meth:`metadata`)."""
         if self.fenced:
-            return {self.writer or "", *getattr(self._local, "batch_ids", {})}
-        return {self.txn_app_id, *(a for a in txn_app_ids(self.spark, snapshot) if a != FIRST_COMMITS)}
+            recorded = set(getattr(self._local, "batch_ids", {}))
+        else:
+            recorded = {a for a in txn_app_ids(self.spark, snapshot) if a != FIRST_COMMITS}
+        me = (self.writer or "") if self.fenced else self.txn_app_id
+        return recorded | {me} if committing else recorded
+
+    def _warn_if_shared(self) -> None:
+        """Before this writer commits a batch: warn when it is not the table's only writer and the table's
+        log store arbitrates one driver only (the snapshot of the last :meth:`read` tells which store)."""
+        snapshot = getattr(self._local, "snapshot", None)
+        if snapshot is not None:
+            warn_unless_arbitrated(snapshot, self.path, lambda: self._writers(snapshot, committing=True))
 
     def last_batch_id(self) -> int | None:
         """The largest batch id this writer committed to the table (kept in Delta checkpoints), or None."""
@@ -313,6 +327,8 @@ class CommitLog:
         ``{"lakehouse": {"app_id": ..., "writer": ..., "batch_id": ..., <state fields>, <extra fields>}}``
         (``writer`` only on a named writer's batches: maintenance commits are the table's, whoever runs them).
         """
+        if batch_id is not None:
+            self._warn_if_shared()
         named = {} if self.writer is None or batch_id is None else {"writer": self.writer}
         body = {"app_id": self.app_id, **named, "batch_id": batch_id, **state, **extra}
         if self.fenced:
