@@ -2,7 +2,8 @@
 
 ``spark-submit jobs/quality.py --warehouse PATH [TABLE ...]``: runs the Great Expectations suite of each
 lakehouse state table (every one under the warehouse when none is named), appends the results to
-``<warehouse>/quality/results``, builds Data Docs under ``<warehouse>/quality/docs`` and prints one verdict
+``<warehouse>/quality/results``, builds Data Docs under ``<warehouse>/quality/docs`` (a warehouse on object
+storage: the driver's ``./quality-docs/<bucket>/<path>``) and prints one verdict
 per table (a versioned store is checked incrementally after a passed check; ``--full`` checks every table
 whole). Exit code 0 when every expectation passed, 1 when one failed, 2 with one line on stderr on error.
 """
@@ -24,7 +25,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default: all)")
     parser.add_argument("--warehouse", required=True, help="root of the lakehouse tables")
     parser.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
-    parser.add_argument("--docs", help="local Data Docs folder (default: <warehouse>/quality/docs)")
+    parser.add_argument(
+        "--docs",
+        help="local Data Docs folder (default: <warehouse>/quality/docs; on object storage "
+        "./quality-docs/<bucket>/<path>)",
+    )
     parser.add_argument(
         "--full", action="store_true", help="check whole tables (default: incremental after a passed check)"
     )

@@ -47,7 +47,8 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
     spec = demo_spec(warehouse_uri(settings), args.root, args.config)
     if args.fresh:
-        _delete(spec.root, f"the demo's tables, landing folders and checkpoints under {spec.root}", args.yes)
+        what = f"the demo's tables, landing folders and checkpoints under {spec.root}"
+        _delete(spec.root, what, args.yes, settings, dict(args.conf))
     spark = get_spark(dict(args.conf), settings)
     size = DemoSize(rate_updates=args.rate_updates, transactions=args.transactions)
     with progress(len(STEPS)) as bar:
@@ -110,7 +111,11 @@ def _add_quality_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "default: every lakehouse table under the warehouse",
     )
     quality.add_argument("--results", help="Delta results table (default: <warehouse>/quality/results)")
-    quality.add_argument("--docs", help="Data Docs folder, local (default: <warehouse>/quality/docs)")
+    quality.add_argument(
+        "--docs",
+        help="Data Docs folder, local (default: <warehouse>/quality/docs; for a warehouse on object storage "
+        "./quality-docs/<bucket>/<path>)",
+    )
     quality.add_argument(
         "--full",
         action="store_true",
@@ -124,31 +129,57 @@ def _cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
 
     spec = load_pipeline(args.pipeline, warehouse_uri(settings), args.config)
     what = f"pipeline {spec.name!r}'s tables and checkpoints (and what else is) under {spec.root}"
-    _delete(spec.root, what, args.yes)
+    _delete(spec.root, what, args.yes, settings, dict(args.conf))
     return 0
 
 
-def _delete(folder: str, what: str, yes: bool) -> None:
-    """Delete the local ``folder`` after asking on the terminal (``yes``: without asking).
+def _delete(folder: str, what: str, yes: bool, settings: Settings, conf: dict[str, str]) -> None:
+    """Delete ``folder`` and all it holds after asking on the terminal (``yes``: without asking).
+
+    A local folder (a path or a ``file:`` URI) is deleted without a JVM; a folder of any other URI
+    (``s3a://bucket/demo``) through Hadoop's file system of a Spark session (the profile's storage settings
+    and credentials), which starts once the question is answered.
 
     Raises:
-        InvalidInputError: ``folder`` is a URI (not local), or there is no terminal to ask and not ``yes``.
+        InvalidInputError: there is no terminal to ask and not ``yes``.
     """
     if "://" in folder and not folder.startswith("file:"):
-        raise InvalidInputError(f"clean deletes local folders only; delete {folder} with its storage's tools")
+        if _confirmed(folder, what, yes):
+            _delete_uri(folder, settings, conf)
+        return
     path = Path(folder.removeprefix("file://").removeprefix("file:"))
     if not path.exists():
         print(f"nothing to delete: {path} does not exist", file=sys.stderr)
+    elif _confirmed(str(path), what, yes):
+        shutil.rmtree(path)
+        print(f"deleted {path}", file=sys.stderr)
+
+
+def _confirmed(folder: str, what: str, yes: bool) -> bool:
+    """Whether to delete: ``yes``, or the answer on the terminal (no terminal: refused)."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise InvalidInputError(f"not deleting {folder} without --yes (no terminal to ask)")
+    if input(f"Delete {what}? [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    print("nothing deleted", file=sys.stderr)
+    return False
+
+
+def _delete_uri(folder: str, settings: Settings, conf: dict[str, str]) -> None:
+    """Delete the folder at the URI ``folder`` through Hadoop's file system, saying what it did."""
+    from lakehouse.catalog import hadoop_fs, hadoop_path
+    from lakehouse.session import get_spark
+
+    print(f"starting Spark to delete {folder} through its file system", file=sys.stderr, flush=True)
+    spark = get_spark(conf, settings)
+    fs, path = hadoop_fs(spark, folder), hadoop_path(spark, folder)
+    if not fs.exists(path):
+        print(f"nothing to delete: {folder} does not exist", file=sys.stderr)
         return
-    if not yes:
-        if not sys.stdin.isatty():
-            raise InvalidInputError(f"not deleting {path} without --yes (no terminal to ask)")
-        answer = input(f"Delete {what}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing deleted", file=sys.stderr)
-            return
-    shutil.rmtree(path)
-    print(f"deleted {path}", file=sys.stderr)
+    fs.delete(path, True)
+    print(f"deleted {folder}", file=sys.stderr)
 
 
 def _add_clean_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -157,7 +188,8 @@ def _add_clean_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="start a pipeline over: delete the folder of its tables and checkpoints (asks first)",
         description="Delete a pipeline's root folder (default <warehouse>/<name>: its tables, streaming "
         "checkpoints and whatever else lies under it, e.g. the demo's landing folders), so the next run "
-        "starts over. Asks on the terminal first; without a terminal it needs --yes. Local folders only.",
+        "starts over. Asks on the terminal first; without a terminal it needs --yes. A root on object "
+        "storage (s3a://...) is deleted through Spark (it starts after the question).",
     )
     clean.add_argument("--pipeline", required=True, help="the [pipeline.<name>] job spec of the config")
     clean.add_argument("--yes", action="store_true", help="delete without asking")

@@ -85,7 +85,8 @@ def run_demo(
     for line in replica_demo_step(spark, spec):
         echo(line)
     step("summary")
-    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments)):
+    local = "://" not in spec.root or spec.root.startswith("file:")  # the commands then read without a JVM
+    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments), local):
         echo(line)
     step("quality")
     for line in _quality(spark, spec, assignments):
@@ -189,10 +190,10 @@ def _queries(spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
     versions, pending rows resolved, never its raw rows; the other tables are right as raw Delta tables
     (append-only sinks, quarantine and assignment history)."""
     tables, rate = spec.tables, f"{spec.join_prefix}rate"
-    root = Path(resolve_path(spec.root))
+    root = resolve_path(spec.root).rstrip("/")
 
-    def name(table: str) -> str:
-        return table_name(Path(resolve_path(table)).relative_to(root).parts)
+    def name(table: str) -> str:  # a path or a URI under the root
+        return table_name(resolve_path(table).removeprefix(f"{root}/").split("/"))
 
     quarantine = name(tables.quarantine)  # ``offset`` is a keyword of DataFusion's SQL: qualified
     statements = [
@@ -205,4 +206,4 @@ def _queries(spec: PipelineSpec, assignments: AssignmentStore) -> Sequence[str]:
         f"SELECT generation, role, count(*) AS tasks FROM {name(assignments.assignment_path)} "
         "GROUP BY generation, role ORDER BY generation, role",
     ]
-    return [f'lakehouse sql "{statement}" --root {shlex.quote(str(root))}' for statement in statements]
+    return [f'lakehouse sql "{statement}" --root {shlex.quote(root)}' for statement in statements]

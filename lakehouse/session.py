@@ -39,7 +39,7 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
 
     With ``settings.quiet`` (the default) the embedded session logs through ``conf/log4j2.properties``
     (warnings and errors, minus known harmless ones), drops what the JVM prints to its stdout (Delta's
-    ``Deleted N files`` of VACUUM) and the JVM's start-up notice of the incubator module Spark loads;
+    ``Deleted N files`` of VACUUM) and its known harmless stderr notices (:data:`_JVM_NOTICES`);
     ``quiet = false`` (the CLI's ``--verbose``) keeps Spark's own log configuration and sends the JVM's
     stdout to stderr.
 
@@ -58,7 +58,7 @@ def get_spark(conf: Mapping[str, str] | None = None, settings: Settings | None =
     for key, value in embedded_conf(settings, jars, conf).items():
         builder = builder.config(key, value)
     if settings.quiet:
-        with _without_stderr_lines(_JVM_START_NOTICES):
+        with _without_stderr_lines(_JVM_NOTICES):
             spark = builder.getOrCreate()
     else:
         spark = builder.getOrCreate()
@@ -75,9 +75,12 @@ def _console(spark: SparkSession, settings: Settings) -> SparkSession:
     return spark
 
 
-#: What the JVM prints on stderr as it starts, known harmless: Spark's launcher adds the incubating
-#: Vector API module (``--add-modules=jdk.incubator.vector``) and Java announces it.
-_JVM_START_NOTICES = ("WARNING: Using incubator modules:",)
+#: What the JVM prints on stderr outside its log, known harmless: Spark's launcher adds the incubating
+#: Vector API module (``--add-modules=jdk.incubator.vector``) and Java announces it as it starts; the AWS SDK
+#: bundle of hadoop-aws (``s3a://``) carries its own copy of SLF4J 1.x, which finds no logging binding of
+#: its own and says so in three ``SLF4J:`` lines at the first S3 request (it then logs nothing; S3A's own
+#: log goes through Hadoop's, to Spark's log4j).
+_JVM_NOTICES = ("WARNING: Using incubator modules:", "SLF4J:")
 
 
 @contextmanager

@@ -16,9 +16,13 @@ _WIDTH = max(len(stage) for stage in STAGES)
 
 
 def summary_lines(
-    runs: Sequence[Sequence[BatchMetrics]], tables: Mapping[str, str], queries: Iterable[str] = ()
+    runs: Sequence[Sequence[BatchMetrics]],
+    tables: Mapping[str, str],
+    queries: Iterable[str] = (),
+    jvm_free: bool = True,
 ) -> list[str]:
-    """The summary: one line per run and stage, then every table's location, then the commands to try.
+    """The summary: one line per run and stage, then every table's location, then the commands to try
+    (``jvm_free``: they read through delta-rs, as over a local root; else they start Spark).
 
     A stage a run found nothing new for shows 0 micro-batches; ``maintain`` and ``assign`` run once per
     run and show ``-``.
@@ -32,9 +36,8 @@ def summary_lines(
     lines += [f"  {name}: {location}" for name, location in tables.items()]
     queries = list(queries)
     if queries:
-        lines.append(
-            "Try (no JVM: delta-rs reads them; `lakehouse store sql-view` gives other engines a store's SQL):"
-        )
+        engine = "no JVM: delta-rs reads them" if jvm_free else "Spark reads tables on object storage"
+        lines.append(f"Try ({engine}; `lakehouse store sql-view` gives other engines a store's SQL):")
         lines += [f"  {query}" for query in queries]
     return lines
 

@@ -15,7 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
 
 from delta.tables import DeltaTable
 from pyspark import StorageLevel
@@ -32,6 +33,8 @@ from lakehouse.quality.rules import no_violations
 from lakehouse.quality.suites import CHECKED_KINDS, check_table, table_kind
 
 QUALITY_DIR = "quality"
+#: The folder, under the working directory, of the Data Docs of warehouses on object storage.
+LOCAL_DOCS_DIR = "quality-docs"
 # Reads during a check skip data files missing from storage: their rows are then absent, and the rules
 # that relate rows (versions touch, one open version, ...) report the keys they belonged to.
 _IGNORE_MISSING_FILES = {"spark.sql.files.ignoreMissingFiles": "true"}
@@ -106,7 +109,7 @@ def run_quality(
     Relative paths resolve against the working directory (:func:`lakehouse.paths.resolve_path`); a
     relative table that is not a Delta table there is looked up under ``warehouse``. Appends one row
     per expectation to the results table (default ``<warehouse>/quality/results``, one commit per run)
-    and writes the Data Docs site (default ``<warehouse>/quality/docs``, a local folder).
+    and writes the Data Docs site to a local folder (default :func:`default_docs_dir`).
 
     Raises:
         InvalidInputError: a named table is not a Delta table, or its kind has no suite.
@@ -114,7 +117,7 @@ def run_quality(
     warehouse = resolve_path(warehouse).rstrip("/")
     quality_root = f"{warehouse}/{QUALITY_DIR}"
     results_path = resolve_path(results_path or f"{quality_root}/results")
-    docs = QualityContext(_local_folder(docs_dir or f"{quality_root}/docs"))
+    docs = QualityContext(_local_folder(docs_dir) if docs_dir else default_docs_dir(warehouse))
     paths = [_resolve(spark, warehouse, t) for t in tables] if tables else _discovered(spark, warehouse)
     passes = {} if full else last_passes(spark, results_path, paths)
     run_time = datetime.now(UTC)
@@ -178,6 +181,22 @@ def _suite_name(warehouse: str, path: str) -> str:
     base = warehouse.rstrip("/") + "/"
     relative = path[len(base) :] if path.startswith(base) else path
     return _SUITE_CHARS.sub(".", relative).strip(".")
+
+
+def default_docs_dir(warehouse: str) -> str:
+    """Where the Data Docs of ``warehouse``'s tables go by default: ``<warehouse>/quality/docs`` for a local
+    warehouse; for one on object storage (any URI but ``file:``) a local folder of the working directory,
+    ``quality-docs/<bucket>/<path>`` (``s3a://lakehouse/demo`` -> ``./quality-docs/lakehouse/demo``).
+
+    Data Docs are a static HTML site a person opens in a browser, from a local file: on a bucket they would
+    need a web endpoint to be read at all, so they stay next to the command that built them (the results
+    table, their data, is in the warehouse either way).
+    """
+    warehouse = resolve_path(warehouse).rstrip("/")
+    parsed = urlparse(warehouse)
+    if parsed.scheme in ("", "file"):
+        return _local_folder(f"{warehouse}/{QUALITY_DIR}/docs")
+    return str(Path(LOCAL_DOCS_DIR, parsed.netloc, *PurePosixPath(parsed.path).parts[1:]).resolve())
 
 
 def _local_folder(path: str) -> str:
