@@ -53,6 +53,8 @@ _PLUMBING = frozenset({"latest_snapshot", "latest_snapshot.<lambda>", "checked_s
 _STAGE_OF = {"ingest": "ingest", "materialize": "materialize", "_join_now": "enrich"}
 _STAGE_OF |= {"_join_with_grace": "enrich", "maintain": "maintain", "assign": "assign"}
 _TAG = "@"
+#: The heading of the breakdown's section in ``bench/RESULTS_continuous.md``.
+SECTION = "### Fixed cost by call site"
 #: The call sites of the most Py4J calls listed per stage.
 _TOP_CALLS = 8
 
@@ -252,3 +254,67 @@ def breakdown(
             for site, count in sorted(by_call_site.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_CALLS]:
                 lines.append(f"| {count / n:.0f} | `{site}` |")
     return lines
+
+
+def totals(
+    jobs: list[Job],
+    reads: SnapshotReads,
+    window_ms: tuple[int, int],
+    batches: dict[str, int],
+    commits: dict[str, int],
+) -> dict[str, dict[str, float]]:
+    """Per stage of ``batches``, what :func:`breakdown` counts, per micro-batch: Spark jobs, Delta commits,
+    snapshot reads and Py4J calls."""
+    start, end = window_ms
+
+    def per_batch(stage: str, count: int) -> float:
+        return round(count / (batches[stage] or 1), 1)
+
+    def within(stage: str, rows: list[Any]) -> int:
+        return sum(1 for row in rows if start <= row[0] <= end and row[1] == stage)
+
+    job_rows = [(j.submitted_ms, j.stage) for j in jobs]
+    return {
+        stage: {
+            "jobs": per_batch(stage, within(stage, job_rows)),
+            "commits": per_batch(stage, commits.get(stage, 0)),
+            "snapshot reads": per_batch(stage, within(stage, reads.calls)),
+            "Py4J calls": per_batch(stage, within(stage, reads.py4j)),
+        }
+        for stage in sorted(batches)
+    }
+
+
+def comparison(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> list[str]:
+    """Markdown lines: a table of ``before`` -> ``after`` (two :func:`totals`) for the stages of both."""
+    stages = [stage for stage in after if stage in before]
+    names = list(next(iter(after.values()), {}))
+    lines = [
+        "| per micro-batch | " + " | ".join(stages) + " |",
+        "|---|" + "---:|" * len(stages),
+    ]
+    for name in names:
+        cells = [f"{before[stage][name]:g} -> {after[stage][name]:g}" for stage in stages]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def section_of(lines: list[str]) -> list[str]:
+    """The breakdown's section among ``lines`` (a results file's): from its heading to the next one."""
+    if SECTION not in lines:
+        return []
+    begin = lines.index(SECTION)
+    end = next((i for i in range(begin + 1, len(lines)) if lines[i].startswith("#")), len(lines))
+    return lines[begin:end]
+
+
+def write_section(out: Path, lines: list[str]) -> None:
+    """Replace (or append) the breakdown's section of ``out`` with ``lines``."""
+    text = out.read_text().splitlines() if out.exists() else []
+    old = section_of(text)
+    if old:
+        begin = text.index(SECTION)
+        text = text[:begin] + lines + text[begin + len(old) :]
+    else:
+        text += ["", *lines]
+    out.write_text("\n".join(text).rstrip("\n") + "\n")

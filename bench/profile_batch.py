@@ -13,6 +13,7 @@ micro-batch of ingest and one of enrich. Only those are counted: the jobs submit
 (commit files written, by table: ``deduped``, the seen-ID index and the quarantine are ingest's,
 ``enriched`` enrich's, the store materialize's; a maintenance commit (OPTIMIZE, VACUUM, a purge or expire
 delete) is maintain's), the snapshot reads and the Py4J calls, while the files landed.
+``PROFILE_KEEP_EVENTS=1`` keeps the event log and a copy of the tables (its path on stderr).
 Counts, not seconds: the Py4J calls that name the jobs make the run slower.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -30,33 +32,39 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench_continuous import Pipeline
-from job_sites import breakdown, python_call_sites, read_jobs
+from job_sites import SECTION, breakdown, comparison, python_call_sites, read_jobs, totals, write_section
 
+from lakehouse.pipeline import PipelineSpec
 from lakehouse.session import get_spark
 
 #: Commit operations of the maintenance stage (the others are the streaming stages' batch commits).
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "DELETE")
-#: The table each streaming stage commits to, by folder name.
-STAGE_OF_TABLE = {"deduped": "ingest", "dedup_index": "ingest", "quarantine": "ingest"}
-STAGE_OF_TABLE |= {"enriched": "enrich", "store": "materialize"}
-SECTION = "### Fixed cost by call site"
 
 
-def commits_by_stage(root: Path, window_ms: tuple[int, int]) -> Counter[str]:
-    """The Delta commits made under ``root`` in ``window_ms`` (commit files' modification times), by stage."""
+def commits_by_stage(spec: PipelineSpec, window_ms: tuple[int, int]) -> Counter[str]:
+    """The Delta commits made to ``spec``'s tables in ``window_ms`` (commit files' modification times), by
+    stage."""
+    tables = spec.tables
+    stage_of = {tables.dedup_index: "ingest", tables.quarantine: "ingest", tables.deduped: "ingest"}
+    stage_of |= {tables.enriched: "enrich", tables.store: "materialize"}
     counted: Counter[str] = Counter()
-    for commit in root.glob("**/_delta_log/*.json"):
-        if not window_ms[0] <= commit.stat().st_mtime * 1000 <= window_ms[1]:
-            continue
-        info = next((json.loads(line)["commitInfo"] for line in commit.open() if '"commitInfo"' in line), {})
-        table = commit.parent.parent.name
-        maintenance = str(info.get("operation", "")).startswith(MAINTENANCE_OPERATIONS)
-        counted["maintain" if maintenance else STAGE_OF_TABLE.get(table, table)] += 1
+    for table, stage in stage_of.items():
+        for commit in Path(table, "_delta_log").glob("*.json"):
+            if not window_ms[0] <= commit.stat().st_mtime * 1000 <= window_ms[1]:
+                continue
+            info = next(
+                (json.loads(line)["commitInfo"] for line in commit.open() if '"commitInfo"' in line), {}
+            )
+            maintenance = str(info.get("operation", "")).startswith(MAINTENANCE_OPERATIONS)
+            counted["maintain" if maintenance else stage] += 1
     return counted
 
 
-def profile(files: int, records: int, trigger: timedelta) -> list[str]:
-    """Run the profile as the module doc says; returns the breakdown's lines."""
+def profile(
+    files: int, records: int, trigger: timedelta, before: dict[str, dict[str, float]] | None = None
+) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Run the profile as the module doc says; returns the breakdown's lines (with a comparison to the
+    ``before`` totals, if given) and its totals (:func:`job_sites.totals`)."""
     event_log = Path(tempfile.mkdtemp(prefix="profile_batch_events_"))
     spark = get_spark(
         {
@@ -79,7 +87,7 @@ def profile(files: int, records: int, trigger: timedelta) -> list[str]:
                     raise RuntimeError("a file was not enriched within 300 s")
             end = int(time.time() * 1000)
         batches = Counter(m.stage for _, m in pipeline.metrics[first_metric:] if m.batch_id is not None)
-        commits = commits_by_stage(pipeline.root, (start, end))
+        commits = commits_by_stage(pipeline.spec, (start, end))
     finally:
         if os.environ.get("PROFILE_KEEP_EVENTS"):
             shutil.copytree(pipeline.root, f"{event_log}/root")
@@ -92,27 +100,24 @@ def profile(files: int, records: int, trigger: timedelta) -> list[str]:
         shutil.rmtree(event_log, ignore_errors=True)
     if "maintain" in commits:
         batches.setdefault("maintain", 0)
-    return [
+    window = (start, end)
+    counted = totals(jobs, reads, window, dict(batches), dict(commits))
+    compared = (
+        []
+        if before is None
+        else ["", "Before -> after the cuts of issue 36:", "", *comparison(before, counted)]
+    )
+    lines = [
         f"{SECTION}",
         "",
         f"`bench/profile_batch.py --files {files} --records {records}`: {files} files of {records} "
         "records landed one at a time into the warmed-up pipeline, each one micro-batch of ingest and one "
         "of enrich; the Spark jobs, Delta commits, snapshot reads and Py4J calls made meanwhile, per "
         "micro-batch of each stage, by call site (how they are named: `bench/job_sites.py`).",
-        *breakdown(jobs, reads, (start, end), dict(batches), dict(commits)),
+        *compared,
+        *breakdown(jobs, reads, window, dict(batches), dict(commits)),
     ]
-
-
-def write_section(out: Path, lines: list[str]) -> None:
-    """Replace (or append) the breakdown's section of ``out``: from its heading to the next heading."""
-    text = out.read_text().splitlines() if out.exists() else []
-    if SECTION in text:
-        begin = text.index(SECTION)
-        end = next((i for i in range(begin + 1, len(text)) if text[i].startswith("#")), len(text))
-        text = text[:begin] + lines + ([""] if end < len(text) else []) + text[end:]
-    else:
-        text += ["", *lines]
-    out.write_text("\n".join(text) + "\n")
+    return lines, counted
 
 
 def main() -> None:
@@ -120,10 +125,17 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=3)
     parser.add_argument("--records", type=int, default=10)
     parser.add_argument("--trigger", type=float, default=2.0, help="seconds")
+    parser.add_argument("--seed", type=int, default=36, help="of the re-sends among the records")
+    parser.add_argument("--save", help="write the totals per micro-batch to this JSON file")
+    parser.add_argument("--before", help="a --save of an earlier run: shown beside this one's")
     parser.add_argument("--out", default="bench/RESULTS_continuous.md")
     args = parser.parse_args()
-    lines = profile(args.files, args.records, timedelta(seconds=args.trigger))
+    random.seed(args.seed)
+    before = None if args.before is None else json.loads(Path(args.before).read_text())
+    lines, counted = profile(args.files, args.records, timedelta(seconds=args.trigger), before)
     print("\n".join(lines))
+    if args.save:
+        Path(args.save).write_text(json.dumps(counted, indent=1) + "\n")
     if args.out != "-":
         write_section(Path(args.out), lines)
     sys.stdout.flush()
