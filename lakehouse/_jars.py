@@ -33,13 +33,17 @@ DELTA_COORDINATE = f"io.delta:delta-spark_{_SPARK_MINOR}_2.13:{importlib.metadat
 # embedded session: a session's jars are fixed at its start, so it is there from the start.
 KAFKA_SOURCE_COORDINATE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 SESSION_PACKAGES = (KAFKA_SOURCE_COORDINATE,)
-# Hadoop's S3A file system (``s3a://`` paths; the ``s3`` profile) at the version of pyspark's own Hadoop,
-# which it must match: read off the Hadoop client jar pyspark ships.
-HADOOP_VERSION = next(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar")).stem.rsplit("-", 1)[
-    1
-]
-HADOOP_AWS_COORDINATE = f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}"
 _UNRESOLVED = re.compile(r"unresolved dependency: ([^\s:]+[^\s]*?): (not found|.*)")
+
+
+def hadoop_aws_coordinate() -> str:
+    """The Maven coordinate of Hadoop's S3A file system (``s3a://`` paths; the ``s3`` profile) at the
+    version of the Hadoop jars of pyspark's Spark home, which it must match. Read when called, not on
+    import: under spark-submit pyspark may be imported from a zip, with no jars beside it."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    client = next(Path(_find_spark_home()).glob("jars/hadoop-client-api-*.jar"))
+    return f"org.apache.hadoop:hadoop-aws:{client.stem.rsplit('-', 1)[1]}"
 
 
 def manifest_path(ivy_cache: Path, extra_packages: Sequence[str], with_delta: bool = True) -> Path:

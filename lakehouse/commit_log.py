@@ -64,6 +64,7 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -204,16 +205,14 @@ class CommitLog:
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
             last = _largest(last, self._local.batch_ids.get(self.writer or ""))
-        warn_unless_arbitrated(snapshot, self.path, lambda: self._writers(snapshot))
+            warn_unless_arbitrated(snapshot, self.path, self._named_writers)
         return Recorded(version, last, state)
 
-    def _writers(self, snapshot: Any) -> set[str]:
-        """The writers that committed batches to ``snapshot``'s table, this one included: on a fenced log
-        the names its commits record (as of the last :meth:`read`, "" for the unnamed writer), on any other
-        the app ids of Delta's ``SetTransaction`` (:data:`FIRST_COMMITS` aside)."""
-        if self.fenced:
-            return {self.writer or "", *getattr(self._local, "batch_ids", {})}
-        return {self.txn_app_id, *(a for a in txn_app_ids(self.spark, snapshot) if a != FIRST_COMMITS)}
+    def _named_writers(self) -> set[str]:
+        """The named writers whose batches a fenced log's commits record (as of the last :meth:`read`), this
+        one included: the jobs that write the table as its own, each under its name (the unnamed writer,
+        one job per table, and maintenance are not counted: they run where the table's job runs)."""
+        return {name for name in (self.writer, *getattr(self._local, "batch_ids", {})) if name}
 
     def last_batch_id(self) -> int | None:
         """The largest batch id this writer committed to the table (kept in Delta checkpoints), or None."""
@@ -512,18 +511,46 @@ def latest_snapshot(spark: SparkSession, path: str) -> Any:
     """The JVM ``Snapshot`` of the Delta table at ``path`` as of its newest commit.
 
     Delta caches a table's log per session: this reads only the commits after the cached snapshot (none
-    when this process wrote the last one), and its version, metadata and protocol need no Spark job.
+    when this process wrote the last one), and its version, metadata and protocol need no Spark job. It
+    still lists the table's log (a LIST request on object storage), except inside :func:`one_log_listing`.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    none = jvm.scala.Option.empty()
-    return checked_snapshot(
-        spark,
-        path,
-        lambda: jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
-            False, none, none
-        ),
+    delta_log = jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog")
+    listed = getattr(_LISTED, "paths", None)
+    if listed is not None and path in listed:
+        return delta_log.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot()
+    none = jvm_class(spark, "scala.Option").empty()
+    # forTable reads the log too (a damaged one raises there): inside the check
+    snapshot = checked_snapshot(
+        spark, path, lambda: delta_log.forTable(spark._jsparkSession, path).update(False, none, none)
     )
+    if listed is not None:
+        listed.add(path)
+    return snapshot
+
+
+#: Per thread, inside :func:`one_log_listing`: the tables whose log was listed there.
+_LISTED = threading.local()
+
+
+@contextmanager
+def one_log_listing() -> Iterator[None]:
+    """Within, :func:`latest_snapshot` lists a table's log once: later calls for the table take Delta's
+    cached snapshot of it, which this process's own commits advance (Delta updates it as it commits) but
+    other processes' commits do not.
+
+    For a step that reads a table's newest version once and then works on what it read: a replica's sync
+    (it alone writes the replica; it applies the source up to a version it chose first). A commit inside
+    still lists the log and fails on a conflict as always (Delta's transaction reads the newest version).
+    """
+    outer = getattr(_LISTED, "paths", None)
+    if outer is not None:
+        yield
+        return
+    _LISTED.paths = set()
+    try:
+        yield
+    finally:
+        _LISTED.paths = None
 
 
 def checked_transaction(spark: SparkSession, path: str) -> Any:
@@ -570,29 +597,56 @@ def recorded_txn(spark: SparkSession, snapshot: Any, txn_app_id: str) -> int | N
     too (tested).
     ``Snapshot.setTransactionsIfKnown`` is not used: it reconstructs the state even when the checksum has it.
     """
-    checksum = snapshot.checksumOpt()
-    listed = checksum.get().setTransactions() if checksum.isDefined() else None
-    if listed is None or not listed.isDefined():
+    listed = _checksum_txns(spark, snapshot)
+    if listed is None:
         txn = snapshot.transactions().get(txn_app_id)
         return int(txn.get()) if txn.isDefined() else None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    for action in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get()):
-        if action.appId() == txn_app_id:
-            return int(action.version())
-    return None
+    return listed.get(txn_app_id)
 
 
 def txn_app_ids(spark: SparkSession, snapshot: Any) -> set[str]:
     """Every ``txnAppId`` with a ``SetTransaction`` in ``snapshot`` (from its checksum when it lists them,
     as :func:`recorded_txn`; otherwise from the reconstructed state)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
+    listed = _checksum_txns(spark, snapshot)
+    if listed is None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return set(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.transactions()).keySet())
+    return set(listed)
+
+
+def _checksum_txns(spark: SparkSession, snapshot: Any) -> dict[str, int] | None:
+    """``txnAppId`` -> ``txnVersion`` of the ``SetTransaction`` actions ``snapshot``'s checksum lists, or
+    None when it lists none (no checksum, or one without them). One JVM call for them all (as JSON): one
+    per action would cost a round trip each."""
     checksum = snapshot.checksumOpt()
     listed = checksum.get().setTransactions() if checksum.isDefined() else None
     if listed is None or not listed.isDefined():
-        return set(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.transactions()).keySet())
-    return {a.appId() for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(listed.get())}
+        return None
+    actions = json.loads(delta_json(spark, listed.get()))
+    return {action["appId"]: int(action["version"]) for action in actions}
+
+
+def delta_json(spark: SparkSession, value: Any) -> str:
+    """``value`` (a JVM object: Delta's actions, commit infos, a Scala collection of them) as JSON, by
+    Delta's own object mapper (its field names, Scala collections as arrays): one JVM call for them all,
+    where reading them field by field costs a Py4J round trip a field."""
+    mapper = jvm_class(spark, "org.apache.spark.sql.delta.util.JsonUtils").mapper()
+    return str(mapper.writeValueAsString(value))
+
+
+def jvm_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class ``name`` (its full name) for calls of its static methods, resolved once per process:
+    each step of ``jvm.org.apache...`` is a Py4J round trip."""
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    key = (id(client), name)
+    if key not in _CLASSES:
+        _CLASSES[key] = JavaClass(name, client)
+    return _CLASSES[key]
+
+
+#: :func:`jvm_class`'s classes, by gateway and name.
+_CLASSES: dict[tuple[int, str], Any] = {}
 
 
 def append_to_table(
@@ -640,12 +694,17 @@ def prepare_append(
     return commit
 
 
+#: What :func:`append_if` checks: the statistics of each file a write produced (Delta's ``stats`` of its
+#: ``AddFile``, parsed: ``numRecords``, ``minValues``, ``maxValues``, ``nullCount``; {} for a file without).
+FileStats = list[dict[str, Any]]
+
+
 def append_if(
-    frame: DataFrame, path: str, options: Mapping[str, str], accept: Callable[[list[Any]], bool]
+    frame: DataFrame, path: str, options: Mapping[str, str], accept: Callable[[FileStats], bool]
 ) -> bool:
-    """:func:`append_to_table`, committed only if ``accept`` holds for the ``AddFile`` actions its write
-    produced (their statistics describe the rows written); returns whether the append is in the table (also
-    True when its ``txnVersion`` is recorded already: the append was made before).
+    """:func:`append_to_table`, committed only if ``accept`` holds for the statistics of the files its write
+    produced (they describe the rows written); returns whether the append is in the table (also True when
+    its ``txnVersion`` is recorded already: the append was made before).
 
     The check costs no Spark job: the files are written first (the append's one job), then checked. When
     ``accept`` refuses them nothing is committed (the files written are no part of the table; VACUUM
@@ -664,9 +723,9 @@ def _prepare_append(
     path: str,
     options: Mapping[str, str],
     sole: Refusal | None,
-    accept: Callable[[list[Any]], bool] | None,
+    accept: Callable[[FileStats], bool] | None,
 ) -> Commit | None:
-    """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the ``AddFile`` actions
+    """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the statistics of the files
     written satisfy it (see :func:`append_if`)."""
     spark = frame.sparkSession
     jvm = spark.sparkContext._jvm
@@ -691,13 +750,28 @@ def _prepare_append(
             passed.put(key, value)
     conf = spark._jsparkSession.sessionState().conf()
     writer = delta.DeltaOptions(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(passed), conf)
-    ordered = frame.select(*[F.col(f"`{name}`") for name in table_schema.fieldNames()])
+    ordered = frame.selectExpr(
+        *[f"`{name}`" for name in table_schema.fieldNames()]
+    )  # 1 JVM call, not 1 a column
     written = scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer)))
-    if accept is not None and not accept([a for a in written if a.getClass().getSimpleName() == "AddFile"]):
+    if accept is not None and not accept(_added_stats(spark, written)):
         return None
     actions.addAll(written)
     operation = _write_operation(spark, "Append", options.get("userMetadata"))
     return lambda: txn.commit(scala.asScala(actions).toList(), operation)
+
+
+def _added_stats(spark: SparkSession, actions: Any) -> FileStats:
+    """The parsed statistics of the ``AddFile`` actions among ``actions`` (a Java list of Delta's file
+    actions), serialized in one JVM call: one per action would cost round trips per file. An ``AddFile`` is
+    told apart by its fields (``modificationTime``, no ``deletionTimestamp``: not a ``RemoveFile``, not an
+    ``AddCDCFile``)."""
+    serialized = json.loads(delta_json(spark, actions))
+    return [
+        json.loads(action["stats"]) if action.get("stats") else {}
+        for action in serialized
+        if "modificationTime" in action and "deletionTimestamp" not in action
+    ]
 
 
 def commit_confs(metadata: str, txn: tuple[str, int] | None) -> dict[str, str]:
@@ -858,9 +932,7 @@ def commit_infos(
         return _read_commit_infos(spark, snapshot, first, latest)
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     history = log.history().getHistory(first, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-    infos: list[dict[str, Any]] = json.loads(
-        jvm.org.apache.spark.sql.delta.util.JsonUtils.mapper().writeValueAsString(history)
-    )
+    infos: list[dict[str, Any]] = json.loads(delta_json(spark, history))
     return infos
 
 
@@ -871,11 +943,9 @@ def _read_commit_infos(spark: SparkSession, snapshot: Any, first: int, last: int
     The timestamp is the commit's in-commit timestamp if it has one, else its file's modification time
     (what ``DESCRIBE HISTORY`` reports).
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     log = snapshot.deltaLog()
     conf = log.newDeltaHadoopConf()
-    files = jvm.org.apache.spark.sql.delta.util.DeltaCommitFileProvider.apply(snapshot)
+    files = jvm_class(spark, "org.apache.spark.sql.delta.util.DeltaCommitFileProvider").apply(snapshot)
     infos = []
     for version in range(last, first - 1, -1):
         file = files.deltaFile(version)

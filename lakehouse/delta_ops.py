@@ -227,6 +227,36 @@ def drop_partitions_below(
     return dict(row["operationMetrics"]) if row is not None else {}
 
 
+#: Delta logs a VACUUM as two commits (``VACUUM START``, ``VACUUM END``) only on the file systems it trusts
+#: with concurrent commits by default (local, HDFS, Azure, GCS), not on S3. lakehouse reads those commits
+#: everywhere: a replica's coverage (the horizon of every VACUUM since its checkpoint), ``maintain``'s
+#: ``vacuum_interval``, the files a VACUUM deleted. On S3 a table has one writing driver at a time anyway
+#: (docs/pipeline.md, "Object storage"), whose VACUUM commits are as safe as its other commits.
+VACUUM_LOGGING = {"spark.databricks.delta.vacuum.logging.enabled": "true"}
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float | None = None) -> int:
+    """VACUUM the table at ``path`` (``retention_hours``, default the table's own retention), with its
+    ``VACUUM START``/``VACUUM END`` commits on every file system (:data:`VACUUM_LOGGING`); returns the
+    files it deleted (its ``VACUUM END``'s count).
+
+    Runs in a clone of ``spark`` (its settings, e.g. the commit metadata a writer set, plus the logging).
+    """
+    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    for key, value in VACUUM_LOGGING.items():
+        session.conf.set(key, value)
+    table = DeltaTable.forPath(session, path)
+    before = latest_version(table)
+    if retention_hours is None:
+        table.vacuum()
+    else:
+        table.vacuum(retention_hours)
+    ends = [info for info in commit_infos(spark, path, after=before) if info["operation"] == "VACUUM END"]
+    if not ends:
+        raise LakehouseInternalError(f"VACUUM of {path} left no VACUUM END commit")
+    return int((ends[0].get("operationMetrics") or {}).get("numDeletedFiles", 0))
+
+
 def refuse_replica_writes(spark: SparkSession, path: str) -> None:
     """Raise :class:`ReadOnlyReplicaError` if the table at ``path`` is a replica (only its sync writes it)."""
     source = table_properties(spark, path).get(REPLICA_SOURCE_PROPERTY)

@@ -11,9 +11,9 @@ first commit is silently overwritten. Delta's multi-cluster answer is ``S3Dynamo
 store does not use S3's conditional ``PUT`` (``If-None-Match: *``), although S3A 3.5 can send it
 (``createFile().must("fs.option.create.conditional.overwrite", true)``) and AWS S3 and SeaweedFS honour it.
 
-lakehouse's writers (``writer=`` names, pipelines sharing a store, an index or a sink) rely on Delta's
-arbitration: :func:`warn_unless_arbitrated` warns once per table and process, loudly, when a second writer
-commits to a table whose log store cannot arbitrate between drivers.
+lakehouse's writers (``writer=`` names: pipelines sharing a store or a seen-ID index) rely on Delta's
+arbitration: :func:`warn_unless_arbitrated` warns once per table and process, loudly, when a second named
+writer commits to such a table whose log store cannot arbitrate between drivers.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def warn_unless_arbitrated(snapshot: Any, path: str, writers: Callable[[], Itera
     if len(names) < 2:
         return
     _WARNED.add(path)
-    shown = ", ".join(repr(name or "(unnamed)") for name in names)
+    shown = ", ".join(repr(name) for name in names)
     warnings.warn(
         UnarbitratedWritersWarning(
             f"{path}: writers {shown} commit to this table through Delta's {log_store_class(snapshot)}, "

@@ -48,7 +48,7 @@ def standalone_cluster(work_dir: Path, workers: int = 2, memory: str = "1g") -> 
     """Start a master and ``workers`` one-core workers; yield the cluster; stop every JVM at exit."""
     logs = work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     master_log = logs / "master.log"
     processes = [
         _start(
@@ -59,7 +59,7 @@ def standalone_cluster(work_dir: Path, workers: int = 2, memory: str = "1g") -> 
                 "--port",
                 str(port),
                 "--webui-port",
-                str(_free_port()),
+                str(free_port()),
             ],
             master_log,
         )
@@ -81,7 +81,7 @@ def standalone_cluster(work_dir: Path, workers: int = 2, memory: str = "1g") -> 
                     "--work-dir",
                     str(work_dir / f"worker-{n}"),
                     "--webui-port",
-                    str(_free_port()),
+                    str(free_port()),
                     cluster.url,
                 ],
                 log,
@@ -123,7 +123,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=60)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse._jars import HADOOP_AWS_COORDINATE
+from lakehouse._jars import hadoop_aws_coordinate
 from lakehouse.config import load_settings
 from lakehouse.session import get_spark
 from tests.child import INTERPRETED
@@ -40,6 +40,7 @@ TEST_SPARK_CONF = {
 #: a long file handed out last would keep one process busy while the other idles, so these go first.
 LONGEST_FILES = (
     "tests/pipeline/test_crash_anywhere.py",
+    "tests/s3/test_crash_anywhere.py",
     "tests/versioned/test_kafka_scenarios.py",
     "tests/replica/test_replica.py",
     "tests/test_readme.py",
@@ -49,6 +50,7 @@ LONGEST_FILES = (
     "tests/dedup/test_offset_identity.py",
     "tests/versioned/test_pending.py",
     "tests/replica/test_files.py",
+    "tests/s3/test_replicas.py",
     "tests/kafka/test_kafka_source.py",
     "tests/test_demo.py",
     "tests/read/test_differential.py",
@@ -99,7 +101,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "warehouse": str(warehouse),
             "log_level": "ERROR",
             "driver_memory": "2g",
-            "extra_packages": HADOOP_AWS_COORDINATE,  # s3a:// for the object-store tests
+            "extra_packages": hadoop_aws_coordinate(),  # s3a:// for the object-store tests
         },
     )
     session = get_spark(TEST_SPARK_CONF, settings)
@@ -145,9 +147,9 @@ def retention_check_off(spark: SparkSession) -> Iterator[None]:
 
 
 def _tried() -> dict[str, dict[str, int]]:
-    """What this process's crash-injection (tests/pipeline/test_crash_anywhere.py) and hostile-input
+    """What this process's crash-injection (tests/pipeline/crashing.py) and hostile-input
     (tests/test_hostile_input.py) tests tried: kind -> count, per family."""
-    crash = sys.modules.get("tests.pipeline.test_crash_anywhere")
+    crash = sys.modules.get("tests.pipeline.crashing")
     hostile = sys.modules.get("tests.test_hostile_input")
     return {
         "crash": dict(crash.POINTS) if crash is not None else {},

@@ -1,7 +1,8 @@
 """Crash injection at commit boundaries (issue 17).
 
 A *commit* is a new entry in any Delta table's log (``_delta_log/NNN.json``) or in a Structured Streaming
-checkpoint's ``offsets``/``commits`` log under a folder. The injectors count them with plain file listings,
+checkpoint's ``offsets``/``commits`` log under a folder (:data:`Root`: local, or an object store's). The
+injectors count them with plain file listings (an object store's through pyarrow's S3 client, not the JVM),
 so every table and every stage is covered without hooks in the library:
 
 - :func:`after_commit` raises :class:`CrashError` from the first Py4J call that returns once the folder
@@ -26,27 +27,47 @@ from typing import Any
 
 from py4j import java_gateway
 
+from tests.objectstore import ObjectStore
+
 DELTA_COMMIT = re.compile(r"^\d{20}\.json$")
+#: The folders of a Structured Streaming checkpoint whose entries are its commits.
+LOGS = ("offsets", "commits")
+#: Where a pipeline's tables are: a local folder, or a folder of an object store (its ``uri()``).
+Root = Path | ObjectStore
 
 
 class CrashError(Exception):
     """Injected after a commit."""
 
 
-def commits(root: Path) -> int:
+def commits(root: Root) -> int:
     """Delta commits of every table and streaming ``offsets``/``commits`` entries under ``root``."""
-    count = 0
+    return sum(1 for parts in listed(root) if is_commit(parts))
+
+
+def is_commit(parts: tuple[str, ...]) -> bool:
+    """Whether the file at relative path ``parts`` is a Delta commit or a streaming log entry."""
+    if len(parts) < 2 or any("=" in part for part in parts[:-1]):  # partition folders hold data files only
+        return False
+    folder, name = parts[-2:]
+    return bool(DELTA_COMMIT.match(name)) if folder == "_delta_log" else folder in LOGS and name.isdigit()
+
+
+def listed(root: Root) -> list[tuple[str, ...]]:
+    """The files under ``root`` that may be commits (relative paths as parts): on a local folder, walked
+    without entering partition folders or a log's subfolders; on an object store, every object (one
+    listing, no JVM)."""
+    if isinstance(root, ObjectStore):
+        return root.files()
+    found = []
     for folder, subfolders, files in os.walk(root):
-        name = os.path.basename(folder)
-        if name == "_delta_log":
-            count += sum(1 for f in files if DELTA_COMMIT.match(f))
+        parts = Path(folder).relative_to(root).parts
+        found += [(*parts, name) for name in files]
+        if parts and parts[-1] in ("_delta_log", *LOGS):
             subfolders.clear()
-        elif name in ("offsets", "commits"):
-            count += sum(1 for f in files if f.isdigit())
-            subfolders.clear()
-        else:  # partition folders hold data files only
+        else:
             subfolders[:] = [s for s in subfolders if "=" not in s]
-    return count
+    return found
 
 
 class Py4JCrash:
@@ -86,7 +107,7 @@ class Py4JCrash:
             raise CrashError(f"injected at {self.fired_at}")
 
 
-def after_commit(root: Path, target: int) -> Py4JCrash:
+def after_commit(root: Root, target: int) -> Py4JCrash:
     """Crash once ``root`` holds ``target`` or more commits (``fired_at``: the commits seen)."""
     return Py4JCrash(lambda _: seen if (seen := commits(root)) >= target else None)
 
@@ -97,7 +118,7 @@ def at_call(target: int) -> Py4JCrash:
 
 
 def kill_after_commit(
-    command: list[str], root: Path, target: int, **popen: Any
+    command: list[str], root: Root, target: int, **popen: Any
 ) -> tuple[int | None, subprocess.CompletedProcess[str]]:
     """Run ``command`` in its own process group; SIGKILL the group once ``root`` holds ``target`` commits
     (polled every 10 ms, so the job may have gone on a little: a random point after that commit).

@@ -14,19 +14,23 @@ object-store tests skip with that one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import functools
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from tests.cluster import free_port
 
 #: SeaweedFS's Go module and the version built (a pseudo-version of its main branch the proxy serves).
 MODULE = "github.com/seaweedfs/seaweedfs"
@@ -35,6 +39,7 @@ BUCKET = "lakehouse"
 _CACHE = Path("~/.cache/lakehouse/bin").expanduser()
 _BUILD_TIMEOUT_S = 1800
 _START_TIMEOUT_S = 60
+_CLIENT_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,34 @@ class ObjectStore:
             "fs.s3a.access.key": self.access_key,
             "fs.s3a.secret.key": self.secret_key,
         }
+
+    def under(self, *parts: str) -> ObjectStore:
+        """This store with ``parts`` appended to its prefix: ``under("a").uri()`` is ``uri("a")``."""
+        return dataclasses.replace(self, prefix="/".join(filter(None, [self.prefix, *parts])))
+
+    def files(self) -> list[tuple[str, ...]]:
+        """Every object under :meth:`uri` (its path relative to it, as parts), listed with pyarrow's S3
+        client: no JVM, so a hook inside a Py4J call (tests/crash.py) may list."""
+        from pyarrow import fs
+
+        top = "/".join(filter(None, [self.bucket, self.prefix]))
+        found = self.client().get_file_info(fs.FileSelector(top, allow_not_found=True, recursive=True))
+        return [
+            tuple(info.path[len(top) + 1 :].split("/")) for info in found if info.type == fs.FileType.File
+        ]
+
+    def client(self, allow_bucket_creation: bool = False) -> Any:
+        """pyarrow's ``S3FileSystem`` of this store."""
+        from pyarrow import fs
+
+        return fs.S3FileSystem(
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            endpoint_override=self.endpoint.removeprefix("http://"),
+            scheme="http",
+            region="us-east-1",
+            allow_bucket_creation=allow_bucket_creation,
+        )
 
     def env(self) -> dict[str, str]:
         """What a child process of the ``s3`` profile needs: the endpoint and the credentials."""
@@ -142,8 +175,8 @@ def object_store(work_dir: Path, binary: Path) -> Iterator[ObjectStore]:
     }
     config = work_dir / "s3.json"
     config.write_text(json.dumps(identities))
-    ports = {name: _free_port() for name in ("master", "volume", "filer", "s3")}
-    grpc = {name: _free_port() for name in ports}
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+    grpc = {name: free_port() for name in ports}
     args = [
         str(binary),
         "server",
@@ -176,16 +209,7 @@ def object_store(work_dir: Path, binary: Path) -> Iterator[ObjectStore]:
 
 def _create_bucket(store: ObjectStore, server: subprocess.Popen[bytes], log: Path) -> None:
     """Create the bucket once the S3 gateway answers (pyarrow's S3 client: no JVM needed)."""
-    from pyarrow import fs
-
-    client = fs.S3FileSystem(
-        access_key=store.access_key,
-        secret_key=store.secret_key,
-        endpoint_override=store.endpoint.removeprefix("http://"),
-        scheme="http",
-        region="us-east-1",
-        allow_bucket_creation=True,
-    )
+    client = store.client(allow_bucket_creation=True)
     deadline = time.monotonic() + _START_TIMEOUT_S
     while True:
         try:
@@ -198,10 +222,22 @@ def _create_bucket(store: ObjectStore, server: subprocess.Popen[bytes], log: Pat
             time.sleep(0.5)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@functools.cache
+def _client(endpoint: str, access_key: str, secret_key: str, allow_bucket_creation: bool) -> Any:
+    from pyarrow import fs
+
+    return fs.S3FileSystem(
+        access_key=access_key,
+        secret_key=secret_key,
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=allow_bucket_creation,
+        # The SDK's defaults (1 s to connect, 3 s without a byte) failed a listing at load 20 (the server
+        # starved of CPU); S3A in the JVM waits far longer.
+        connect_timeout=_CLIENT_TIMEOUT_S,
+        request_timeout=_CLIENT_TIMEOUT_S,
+    )
 
 
 if __name__ == "__main__":  # python -m tests.objectstore build: what .ci/run calls before the tests

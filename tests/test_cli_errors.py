@@ -78,7 +78,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("profile", ["nope", "pipeline"])
 def test_unknown_profile_lists_the_profiles_only(tmp_path: Path, profile: str) -> None:
     outcome = lakehouse(tmp_path, "--profile", profile, "tables")
-    assert_one_line(outcome, 2, f"{profile!r} is not a profile", "(profiles: cluster, local)")
+    assert_one_line(outcome, 2, f"{profile!r} is not a profile", "(profiles: cluster, local, s3)")
     assert "'pipeline']" not in outcome.stderr
 
 

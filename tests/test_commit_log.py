@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
 import time
@@ -19,6 +18,7 @@ from pyspark.sql import types as T
 
 from lakehouse.commit_log import (
     CommitLog,
+    FileStats,
     append_if,
     append_to_table,
     commit_infos,
@@ -288,10 +288,10 @@ def test_append_if_commits_only_files_its_check_accepts(spark: SparkSession, tab
     batch = spark.createDataFrame([(1, 0), (2, 1)], SCHEMA)
     seen: list[int] = []
 
-    def least_id_above(bound: int) -> Callable[[list], bool]:
-        def check(added: list) -> bool:  # the written files' statistics describe the rows
-            seen.append(sum(json.loads(a.stats())["numRecords"] for a in added))
-            return all(json.loads(a.stats())["minValues"]["id"] > bound for a in added)
+    def least_id_above(bound: int) -> Callable[[FileStats], bool]:
+        def check(added: FileStats) -> bool:  # the written files' statistics describe the rows
+            seen.append(sum(stats["numRecords"] for stats in added))
+            return all(stats["minValues"]["id"] > bound for stats in added)
 
         return check
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse._jars import HADOOP_AWS_COORDINATE
+from lakehouse._jars import hadoop_aws_coordinate
 from lakehouse.config import Settings, load_settings
 from lakehouse.errors import InvalidConfigError
 from lakehouse.session import embedded_conf
@@ -30,7 +30,7 @@ def test_cluster_profile_loads() -> None:
 def test_s3_profile_reaches_an_endpoint_from_the_environment_with_pyspark_s_hadoop_aws() -> None:
     settings = load_settings("s3", environ={"LAKEHOUSE_S3_ENDPOINT": "http://127.0.0.1:8333"})
     # hadoop-aws must be the version of pyspark's own Hadoop jars, or S3A fails to load.
-    assert settings.extra_packages == (HADOOP_AWS_COORDINATE,)
+    assert settings.extra_packages == (hadoop_aws_coordinate(),)
     assert settings.warehouse.startswith("s3a://")
     conf = embedded_conf(settings, jars=[])
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"

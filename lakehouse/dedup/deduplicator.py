@@ -127,6 +127,10 @@ _ROWS_PER_FILE = 1_000_000
 _SINK_CREATION_QUIET_S = 30.0
 #: A record's whole content as one comparable value (see :func:`_with_record_key`).
 _RECORD_KEY = "_lh_record"
+#: The conditions of an ALTER TABLE ADD COLUMNS that lost the race to add the same column: checked against
+#: the snapshot it read (``FIELD_ALREADY_EXISTS``) or when Delta commits it over the winner's schema
+#: (``DELTA_DUPLICATE_COLUMNS_FOUND.ADDING_COLUMNS``); sub-conditions aside.
+_COLUMN_ADDED = ("FIELD_ALREADY_EXISTS", "DELTA_DUPLICATE_COLUMNS_FOUND")
 _RECORD_COLUMNS = T.StructType(
     [
         T.StructField(PARTITION_COL, T.IntegerType()),
@@ -577,7 +581,8 @@ class Deduplicator:
                 self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
             except (AnalysisException, *CONFLICTS) as error:
                 lost_race = (
-                    not isinstance(error, AnalysisException) or error.getCondition() == "FIELD_ALREADY_EXISTS"
+                    not isinstance(error, AnalysisException)
+                    or (error.getCondition() or "").partition(".")[0] in _COLUMN_ADDED
                 )
                 if not lost_race:
                     raise

@@ -102,7 +102,6 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
 
     source_path = resolve_path(source_path)
     now = now or datetime.now(UTC)
-    table = DeltaTable.forPath(spark, source_path)
     hours = file_retention_hours(spark, source_path)
     horizon = now - timedelta(hours=hours)
     commits = _history.source_commits(spark, source_path)
@@ -130,9 +129,7 @@ def vacuum_source(spark: SparkSession, source_path: str, now: datetime | None = 
         )
     if holding:
         return VacuumReport(0, hours, tuple(protected), tuple(beyond), tuple(holding))
-    table.vacuum(hours)
-    row = table.history(1).select("operationMetrics").first()
-    deleted = int((row["operationMetrics"] or {}).get("numDeletedFiles", 0)) if row is not None else 0
+    deleted = delta_ops.vacuum(spark, source_path, hours)
     return VacuumReport(deleted, hours, tuple(protected), tuple(beyond), ())
 
 

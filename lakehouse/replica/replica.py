@@ -57,6 +57,7 @@ from lakehouse.commit_log import (
     commit_file_actions,
     commit_infos,
     latest_snapshot,
+    one_log_listing,
     parse_metadata,
     recorded_txn,
     snapshot_files,
@@ -300,6 +301,10 @@ class Replica:
             InvalidInputError: a negative ``limit``; or the replica must be rebuilt at ``limit`` and the
                 source's data files of that version were vacuumed (nothing is written then).
         """
+        with one_log_listing():  # the source's and the replica's logs listed once each (the sync's start)
+            return self._sync(limit)
+
+    def _sync(self, limit: int | None) -> SyncResult:
         started = time.monotonic()
         target = self._target(limit)
         before = self.checkpoint()
@@ -400,7 +405,7 @@ class Replica:
         if self._logical():
             self._own_store().vacuum()
         else:
-            DeltaTable.forPath(self.spark, self.path).vacuum(retention.total_seconds() / 3600)
+            delta_ops.vacuum(self.spark, self.path, retention.total_seconds() / 3600)
 
     # ------------------------------------------------------------------ internals
     def _target(self, limit: int | None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -94,15 +95,31 @@ _FAST_SPARK = {
 }
 
 
-def write_config(tmp_path: Path, spark_confs: Mapping[str, str] | None = None, **overrides: Any) -> Path:
-    """A configuration file (``tmp_path/lakehouse.toml``): a ``local`` profile (plus ``spark_confs``) and
-    :func:`spec`'s pipeline as ``[pipeline.tiny]``, for the ``jobs/`` entry points (``--config``)."""
+def write_config(
+    tmp_path: Path, spark_confs: Mapping[str, str] | None = None, profile: str = "local", **overrides: Any
+) -> Path:
+    """A configuration file (``tmp_path/lakehouse.toml``): one profile (plus ``spark_confs``) and
+    :func:`spec`'s pipeline as ``[pipeline.tiny]``, for the ``jobs/`` entry points (``--config``).
+
+    ``profile`` ``local``: a warehouse under ``tmp_path``; another name: that profile of the repository's
+    ``conf/lakehouse.toml`` (``s3``: hadoop-aws, path-style access; the endpoint and keys come from the
+    job's environment, ``ObjectStore.env()``), with the same warehouse and fast confs.
+    """
     values = {"root": str(tmp_path / "wh" / "tiny"), **spec_values(tmp_path, **overrides)}
-    confs = {**_FAST_SPARK, **(spark_confs or {})}
-    lines = ["[local]", f"warehouse = {json.dumps(str(tmp_path / 'wh'))}", "shuffle_partitions = 2", ""]
-    lines += ["[local.spark]", *(f'"{key}" = "{value}"' for key, value in confs.items()), ""]
+    base = {} if profile == "local" else dict(_repository_profile(profile))
+    confs = {**base.pop("spark", {}), **_FAST_SPARK, **(spark_confs or {})}
+    base.update(warehouse=str(tmp_path / "wh"), shuffle_partitions=2)
+    lines = [f"[{profile}]", *(f"{key} = {json.dumps(value)}" for key, value in base.items()), ""]
+    lines += [f"[{profile}.spark]", *(f'"{key}" = "{value}"' for key, value in confs.items()), ""]
     lines += ["[pipeline.tiny]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
     path = tmp_path / "lakehouse.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _repository_profile(profile: str) -> dict[str, Any]:
+    """The ``[profile]`` table of the repository's ``conf/lakehouse.toml``."""
+    with (Path(__file__).parents[2] / "conf" / "lakehouse.toml").open("rb") as file:
+        found: dict[str, Any] = tomllib.load(file)[profile]
+    return found

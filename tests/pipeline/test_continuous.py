@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from lakehouse.cli import main as lakehouse_main
 from lakehouse.pipeline import PipelineSpec, run_pipeline
 from tests.child import child_env
+from tests.pipeline.crashing import table_rows
 from tests.pipeline.helpers import land, rate, spec, txn, write_config
-from tests.pipeline.test_crash_anywhere import _tables
 from tests.test_readme import ROOT
 
 #: Maintenance has nothing to do while the child runs (no seal, no OPTIMIZE: the data is tiny), so the
@@ -103,7 +103,8 @@ def test_sigterm_mid_batch_stops_after_the_batch_commits_and_the_tables_end_as_a
 
     # A restart (here a scheduled run) takes up what the stop left, then both roots end alike.
     run_pipeline(spark, _spec(signalled), "all", emit=lambda m: None)
-    assert _tables(spark, _spec(signalled)) == _tables(spark, _spec(alone))
+    tables = [Path(_spec(root).tables.root) for root in (signalled, alone)]
+    assert table_rows(spark, tables[0]) == table_rows(spark, tables[1])
 
 
 def test_trigger_and_for_go_with_continuous(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

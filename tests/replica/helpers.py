@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,18 +29,18 @@ def put(store: VersionedStore, records: list[tuple], batch_id: int) -> None:
 
 def synced_replica(
     spark: SparkSession,
-    root: Path,
+    root: Path | str,
     shard: Shard | None = None,
     records: list[tuple] = TWO_KEYS,
     seal: bool = False,
 ) -> tuple[VersionedStore, Replica]:
     """A store at ``root/src`` holding ``records`` (batch 0; sealed if ``seal``) and a replica of ``shard``
-    at ``root/r`` restored from it."""
-    store = create_store(spark, str(root / "src"), RETENTION_MS, INTERVAL_MS)
+    at ``root/r`` restored from it (``root``: a local folder or a URI, ``s3a://...``)."""
+    store = create_store(spark, f"{root}/src", RETENTION_MS, INTERVAL_MS)
     put(store, records, 0)
     if seal:
         store.seal()
-    replica = Replica.create(spark, store.path, str(root / "r"), shard)
+    replica = Replica.create(spark, store.path, f"{root}/r", shard)
     replica.sync()
     return store, replica
 
@@ -112,3 +113,15 @@ def assert_follows_source(replica: Replica) -> int:
     """The replica's contract at its checkpoint: reads equal for a versioned store's shard replica (it
     follows the logical changelog), rows equal for every other; returns the checkpoint."""
     return assert_reads_equal(replica) if replica._logical() else assert_equals_source(replica)
+
+
+def assert_gets_equal(
+    replica: Replica, store: VersionedStore, keys: str, times: list[datetime | None]
+) -> None:
+    """A whole-table replica of ``store`` opened as a store: the same stream time, and the same ``get`` of
+    each of ``keys`` at each of ``times`` (None: the latest)."""
+    copy = VersionedStore.open(replica.spark, replica.path)
+    assert copy.stream_time == store.stream_time
+    for key in keys:
+        for t in times:
+            assert copy.get(key, t) == store.get(key, t), f"{key} as of {t}"

@@ -13,12 +13,12 @@ from pyspark.sql import SparkSession
 from lakehouse.commit_log import snapshot_files
 from lakehouse.errors import InvalidInputError
 from lakehouse.replica import Replica, ReplicaReinitializedWarning
-from lakehouse.versioned import VersionedStore
 from tests.replica.helpers import (
     INTERVAL_MS,
     RETENTION_MS,
     assert_equals_source,
     assert_follows_source,
+    assert_gets_equal,
     jobs_of,
     no_reinit,
     put,
@@ -73,11 +73,7 @@ def test_a_whole_table_replica_replays_the_source_files_and_a_seal_sync_runs_no_
     assert result.rows > 0
     assert file_set(spark, replica.path) == file_set(spark, store.path)
     assert assert_equals_source(replica) == result.checkpoint
-    opened = VersionedStore.open(spark, replica.path)
-    assert opened.stream_time == store.stream_time
-    for key in "abc":
-        for t in (None, at(12), at(39)):
-            assert opened.get(key, t) == store.get(key, t)
+    assert_gets_equal(replica, store, "abc", [None, at(12), at(39)])
 
 
 def test_a_whole_table_replica_built_row_by_row_is_rebuilt_from_the_source_files(

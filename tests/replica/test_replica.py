@@ -25,7 +25,6 @@ from lakehouse.replica import (
     Replica,
     ReplicaReinitializedWarning,
     Shard,
-    vacuum_source,
 )
 from lakehouse.replica.failover import live_versions
 from lakehouse.replica.replica import maintain_replicas
@@ -38,7 +37,6 @@ from tests.dedup.helpers import frame, labelled
 from tests.replica.helpers import (
     INTERVAL_MS,
     RETENTION_MS,
-    TWO_KEYS,
     assert_equals_source,
     assert_follows_source,
     jobs_of,
@@ -47,7 +45,8 @@ from tests.replica.helpers import (
     rows,
     synced_replica,
 )
-from tests.versioned.helpers import SCHEMA, at, create_store
+from tests.replica.vacuum import assert_vacuum_keeps_what_a_registered_replica_needs
+from tests.versioned.helpers import at, create_store
 
 HOUR = timedelta(hours=1)
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -345,36 +344,7 @@ def test_a_store_commit_that_is_no_batch_drop_or_seal_reinitializes_a_shard_repl
 def test_vacuum_keeps_what_a_registered_replica_needs_within_its_max_lag(
     spark: SparkSession, tmp_path, retention_check_off: None
 ) -> None:
-    store = VersionedStore.create(
-        spark,
-        str(tmp_path / "src"),
-        "k",
-        SCHEMA,
-        timedelta(milliseconds=RETENTION_MS),
-        file_retention=timedelta(0),  # a plain VACUUM would delete every removed file at once
-    )
-    put(store, TWO_KEYS, 0)
-    kept = Replica.create(spark, store.path, str(tmp_path / "kept"))
-    lost = Replica.create(spark, store.path, str(tmp_path / "lost"), max_lag=timedelta(0))
-    kept.sync()
-    lost.sync()
-    # Both versions written again with new values: the batch rewrites the pending file holding them, so
-    # VACUUM has a removed file that the replicas' changes need.
-    put(store, [("a", "y", 0, 0, 2), ("b", "y", 1, 0, 3)], 1)
-    with pytest.warns(UserWarning, match="further behind"):
-        report = vacuum_source(spark, store.path)
-    assert report.protected == (kept.path,) and report.beyond_retention == (lost.path,)
-    # Delta forgets removed files older than the table's retention (0 here): nothing is vacuumed.
-    assert report.held_back_by == (kept.path,) and report.files_deleted == 0
-    with no_reinit():
-        assert not kept.sync().restored
-    assert_equals_source(kept)
-    with pytest.warns(UserWarning, match="further behind"):
-        report = vacuum_source(spark, store.path)  # kept is caught up: nothing holds VACUUM back
-    assert report.held_back_by == () and report.files_deleted > 0
-    with pytest.warns(ReplicaReinitializedWarning, match="VACUUM"):
-        assert lost.sync().restored
-    assert_equals_source(lost)
+    assert_vacuum_keeps_what_a_registered_replica_needs(spark, str(tmp_path))
 
 
 @pytest.mark.slow

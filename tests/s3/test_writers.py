@@ -53,14 +53,17 @@ def test_two_writers_on_a_file_system_with_atomic_rename_are_not_warned(
     assert arbitrates_between_drivers(latest_snapshot(spark, table_path))
 
 
-def test_one_writer_on_s3_is_not_warned(spark: SparkSession, s3: ObjectStore) -> None:
+def test_one_named_writer_on_s3_is_not_warned(spark: SparkSession, s3: ObjectStore) -> None:
+    """One named job beside the unnamed writer (one job per store; a demo's first load) is one driver's
+    work, not two writers sharing a store."""
     path = s3.uri("store")
     create_store(spark, path, retention_ms=10_000_000)
-    store = VersionedStore.open(spark, path, writer="one")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnarbitratedWritersWarning)
-        for batch_id in (0, 1):
+        for batch_id, writer in ((0, None), (1, "one"), (2, "one"), (3, None)):
+            store = VersionedStore.open(spark, path, writer=writer)
             store.put_all(batch_frame(spark, [("a", f"a{batch_id}", 100 + batch_id, 0, batch_id)]), batch_id)
+        VersionedStore.open(spark, path).seal()
 
 
 def test_the_object_store_refuses_a_conditional_put_over_an_existing_object(

@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 
 from lakehouse.errors import InvalidInputError, SchemaMismatchError, StoreSettingsConflictError
 from lakehouse.versioned import PutStatus, VersionedStore, default_segment_interval
+from tests.versioned.expiry import assert_expiry_is_metadata_only_then_vacuum_deletes
 from tests.versioned.helpers import SCHEMA, at, batch_frame, create_store, ms_of, store_history
 
 RETENTION_MS = 60_000
@@ -140,44 +141,7 @@ def test_open_reads_settings_and_stream_time_from_the_table(spark: SparkSession,
 def test_expiry_drops_whole_segments_metadata_only_and_vacuum_removes_files(
     spark: SparkSession, table_path: str, retention_check_off: None
 ) -> None:
-    store = VersionedStore.create(
-        spark,
-        table_path,
-        "k",
-        SCHEMA,
-        timedelta(milliseconds=RETENTION_MS),
-        timedelta(milliseconds=INTERVAL_MS),
-        file_retention=timedelta(0),
-    )
-    records = [(f"k{i % 3}", f"v{i}", i * 5_000, 0, i) for i in range(30)]  # 0 s .. 145 s
-    # Two batches, each sealed into its segments: a seal writes no version already expired at its commit,
-    # so the old segments hold the first batch's versions that only the second one expired.
-    store.put_all(batch_frame(spark, records[:15]), batch_id=0)
-    store.seal()
-    store.put_all(batch_frame(spark, records[15:]), batch_id=1)
-    store.seal()
-    # All >= ST - R; each key has a version every 15 s, so two probes land in each.
-    probes = [(f"k{k}", t) for k in range(3) for t in range(85_000, 150_000, 7_500)]
-    before = [_value(store, key, t) for key, t in probes]
-    rows_before = store.table().count()
-
-    expired = store.expire()
-
-    assert expired.first_live_segment == (145_000 - RETENTION_MS) // INTERVAL_MS
-    assert expired.removed_files > 0
-    metrics = DeltaTable.forPath(spark, table_path).history(1).first()["operationMetrics"]
-    assert int(metrics.get("numCopiedRows", "0")) == 0 and int(metrics.get("numAddedFiles", "0")) == 0
-    segments = {r["segment"] for r in store.table().select("segment").distinct().collect()}
-    assert min(s for s in segments if s is not None) >= expired.first_live_segment
-    assert store.table().count() == rows_before - expired.removed_rows
-    assert [_value(store, key, t) for key, t in probes] == before
-    old_files = [
-        p for s in range(expired.first_live_segment) for p in Path(table_path).glob(f"segment={s}/*.parquet")
-    ]
-    assert old_files
-    assert store.vacuum() >= len(old_files)
-    assert not any(p.exists() for p in old_files)
-    assert store.expire().removed_files == 0
+    assert_expiry_is_metadata_only_then_vacuum_deletes(spark, table_path)
 
 
 def test_as_of_reads_only_segments_that_can_hold_the_version(spark: SparkSession, table_path: str) -> None:
