@@ -42,6 +42,7 @@ SparkContext and caches), so other threads' writes never pick them up.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import uuid
@@ -177,6 +178,8 @@ class CommitLog:
         #: the thread's last :meth:`read` (a fenced log's commits carry them), and ``token``, the commit token
         #: of the fenced commit it prepared last (see :meth:`require_landed`).
         self._local = threading.local()
+        #: The state of the last version :meth:`state_at` read: (table id, version, state).
+        self._state_cache: tuple[str, int, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ reading
     def read(self) -> Recorded:
@@ -192,7 +195,13 @@ class CommitLog:
                 self.path, "its _delta_log holds no commit (the table or its log was deleted)"
             )
         last = recorded_txn(self.spark, snapshot, self.txn_app_id)
-        state = self.state_at(version) if self.state_fields else {}
+        if self.state_fields:
+            table_id = str(snapshot.metadata().id())
+            if self._state_cache is not None and self._state_cache[0] != table_id:
+                self._state_cache = None  # another table at the path (deleted and created again)
+            state = self._state_at(version, snapshot, table_id)
+        else:
+            state = {}
         if self.fenced:
             self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
             last = _largest(last, self._local.batch_ids.get(self.writer or ""))
@@ -217,12 +226,25 @@ class CommitLog:
         committed cannot move it backwards. Reads the most recent commits first; the whole retained history
         only if none of them carries state.
         """
+        cached = self._state_cache
+        return self._state_at(version, None, None if cached is None else cached[0])
+
+    def _state_at(self, version: int, snapshot: Any, table_id: str | None) -> dict[str, Any]:
+        """:meth:`state_at`, the commits read from ``snapshot`` (None: the newest), remembered for the last
+        version asked of the table ``table_id`` (that of the last :meth:`read`): the commits at or below a
+        version never change, so neither does its state."""
+        cached = self._state_cache
+        if cached is not None and cached[:2] == (table_id, version):
+            return copy.deepcopy(cached[2])
+        state: dict[str, Any] = {}
         for limit in (_RECENT_COMMITS, None):
-            rows = commit_infos(self.spark, self.path, limit)
+            rows = commit_infos(self.spark, self.path, limit, snapshot=snapshot)
             state = recorded_state(rows, self.app_id, self.state_fields, version)
             if state or len(rows) < _RECENT_COMMITS:
-                return state
-        return {}
+                break
+        if table_id is not None:
+            self._state_cache = (table_id, version, copy.deepcopy(state))
+        return state
 
     def commits(self) -> DataFrame:
         """The retained commits of this writer: version, batch_id (NULL for maintenance), metadata (JSON).
@@ -355,8 +377,9 @@ class CommitLog:
         token, self._local.token = getattr(self._local, "token", None), None
         if token is None:
             raise LakehouseInternalError(f"no fenced commit was prepared on {self.path}")
-        current = int(latest_snapshot(self.spark, self.path).version())
-        for info in commit_infos(self.spark, self.path, max(1, current - read_version)):
+        snapshot = latest_snapshot(self.spark, self.path)
+        current = int(snapshot.version())
+        for info in commit_infos(self.spark, self.path, max(1, current - read_version), snapshot=snapshot):
             if (parse_metadata(info.get("userMetadata")) or {}).get(_COMMIT_TOKEN) == token:
                 return
         raise ConcurrentWriteError(self.path, step, read_version, self._describe(read_version + 1))
@@ -530,6 +553,23 @@ def one_log_listing() -> Iterator[None]:
         _LISTED.paths = None
 
 
+def checked_transaction(spark: SparkSession, path: str) -> Any:
+    """A Delta ``OptimisticTransaction`` on the table at ``path``, started on its newest snapshot, which is
+    checked as :func:`latest_snapshot` checks it: a damaged log is refused (``DamagedTableError``), never
+    committed on top of. One look at the log (the transaction's own snapshot is the one checked)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    started: list[Any] = []
+
+    def start() -> Any:
+        started.append(log.startTransaction())
+        return started[-1].snapshot()
+
+    checked_snapshot(spark, path, start)
+    return started[-1]
+
+
 def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
     """The ``AddFile`` actions of the table at ``path`` (as of ``version``; default the latest), from its
     log (Delta's state reconstruction, no data file read)."""
@@ -691,8 +731,7 @@ def _prepare_append(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.jdk.javaapi.CollectionConverters
-    latest_snapshot(spark, path)  # a damaged log is refused (lakehouse.damage), never committed on top of
-    txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
+    txn = checked_transaction(spark, path)
     table_schema = snapshot_schema(txn.snapshot())
     if int(txn.snapshot().version()) < 0 and sole is not None:
         return lambda: _create_or_append(frame, path, options, sole)
@@ -775,8 +814,7 @@ def commit_file_actions(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     scala = jvm.scala.jdk.javaapi.CollectionConverters
-    latest_snapshot(spark, path)  # a damaged log is refused (lakehouse.damage), never committed on top of
-    txn = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
+    txn = checked_transaction(spark, path)
     committed = _fenced_txn_actions(spark, txn, options)
     if committed is None:
         return False
@@ -867,7 +905,12 @@ def _same_columns(schema: T.StructType, table: T.StructType) -> bool:
 
 
 def commit_infos(
-    spark: SparkSession, path: str, limit: int | None = None, *, after: int | None = None
+    spark: SparkSession,
+    path: str,
+    limit: int | None = None,
+    *,
+    after: int | None = None,
+    snapshot: Any = None,
 ) -> list[dict[str, Any]]:
     """The commit infos of the table's newest ``limit`` commits (every retained one if None), newest first.
 
@@ -876,10 +919,12 @@ def commit_infos(
     ``operationParameters``, ``operationMetrics``, ``userMetadata``, ...; absent fields missing), without
     building a DataFrame. Up to :data:`_DRIVER_READS` commits are read file by file on the driver (no Spark
     job); more by Delta's history reader (one Spark job reading the commit files in parallel).
+    ``snapshot``: the table's snapshot to read them from, just taken by the caller (default: the newest,
+    looked up).
     """
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    snapshot = latest_snapshot(spark, path)
+    snapshot = latest_snapshot(spark, path) if snapshot is None else snapshot
     latest = int(snapshot.version())
     first = 0 if limit is None else max(0, latest - limit + 1)
     first = first if after is None else max(0, after + 1)

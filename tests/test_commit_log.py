@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import warnings
@@ -107,6 +108,27 @@ def test_state_is_the_largest_recorded_and_survives_log_cleanup(spark: SparkSess
     assert not log.check_new(1, recorded.last_batch_id)
     with pytest.raises(InvalidInputError, match="older than the table's log retention"):
         log.check_new(0, recorded.last_batch_id)
+
+
+def test_a_handle_reads_the_state_of_a_table_created_again_at_its_path(
+    spark: SparkSession, table_path: str
+) -> None:
+    """A handle remembers the state of the last version it read (issue 36): never across tables."""
+    log = CommitLog(spark, table_path, APP, ("t",))
+    row = spark.createDataFrame([(1, 0)], SCHEMA)
+
+    def commit(t: int) -> None:
+        row.write.format("delta").mode("append").options(**log.writer_options(None, {"t": t})).save(
+            table_path
+        )
+
+    for t in (5, 9):  # versions 0 and 1 of the first table
+        commit(t)
+    assert (log.read().version, log.read().state, log.state_at(1)) == (1, {"t": 9}, {"t": 9})
+    shutil.rmtree(table_path)
+    for t in (1, 2):  # versions 0 and 1 of a table created again at the path
+        commit(t)
+    assert (log.read().version, log.read().state, log.state_at(1)) == (1, {"t": 2}, {"t": 2})
 
 
 def test_commit_infos_read_on_the_driver_equal_delta_history_and_stop_at_log_cleanup(

@@ -24,6 +24,7 @@ The outline (each step a function below):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -131,15 +132,27 @@ def annotate(prepared: DataFrame, live: DataFrame, settings: DedupSettings) -> D
     return records.join(entries, on=keys, how="left").withColumn(_N, F.count(F.lit(1)).over(per_id))
 
 
-def decide(annotated: DataFrame, settings: DedupSettings, columns: Sequence[str]) -> DataFrame:
-    """Every record of ``annotated`` with its decision, as if the batch had been processed one by one.
+@dataclass(frozen=True)
+class Decide:
+    """The column expressions of :func:`decide` for one index's settings and one input's columns.
 
-    Returns ``columns`` plus :data:`TASK`, :data:`DECISION_COL`, :data:`CAUSE_COL` (the entry that caused a
-    drop: t, p, o) and :data:`SAVED_COL` (true on the record that is its id's index entry after the batch).
-    A record with a null id is :data:`NULL_ID`, never saved. A keyed record alone of its (task, id) in the
-    batch is decided from its live entry directly (the fold's first step, see :func:`_decision`); the
-    records of an id with several records go through the fold (:func:`_fold_several`).
+    Unresolved expressions, independent of any batch: built once (:func:`decide_columns`, a few hundred
+    Py4J calls) and applied to every batch of that shape (each use is resolved against its own plan).
     """
+
+    columns: tuple[str, ...]
+    group_by: tuple[str, ...]
+    unkeyed: Column
+    single: tuple[Column, ...]
+    several: Column
+    record: Column
+    fold: Column
+    per_record: Column
+    out: tuple[Column, ...]
+
+
+def decide_columns(settings: DedupSettings, columns: Sequence[str]) -> Decide:
+    """The expressions :func:`decide` applies to the batches of ``columns`` under ``settings``."""
     unkeyed = null_id(settings.by)
     interval = F.lit(settings.interval_us)
     decision = F.when(unkeyed, F.lit(NULL_ID)).otherwise(
@@ -149,23 +162,13 @@ def decide(annotated: DataFrame, settings: DedupSettings, columns: Sequence[str]
             interval,
         )
     )
-    single = annotated.where(unkeyed | (F.col(_N) == F.lit(1))).select(
-        *columns,
-        TASK,
+    single = (
+        *[F.col(c) for c in columns],
+        F.col(TASK),
         decision.alias(DECISION_COL),
         _cause(decision, F.col(_E_T), F.col(_E_P), F.col(_E_O)).alias(CAUSE_COL),
         (decision == F.lit(FORWARDED)).alias(SAVED_COL),
     )
-    several = annotated.where(~unkeyed & (F.col(_N) > F.lit(1)))
-    return single.unionByName(_fold_several(several, settings, columns))
-
-
-def _fold_several(several: DataFrame, settings: DedupSettings, columns: Sequence[str]) -> DataFrame:
-    """The records of ids with several records in the batch, decided by the sequential fold per id.
-
-    Grouped by the annotation's shuffle key plus the task and the (per-id) entry columns, so the grouping
-    can reuse the records' partitioning.
-    """
     record = F.struct(
         F.col(ORDER_COL).alias("order"),
         F.col(PARTITION_COL).alias("p"),
@@ -174,10 +177,6 @@ def _fold_several(several: DataFrame, settings: DedupSettings, columns: Sequence
         F.col(_ST).alias("st"),
         F.struct(*[F.col(c) for c in columns]).alias("row"),
     )
-    groups = several.groupBy(_JOIN_TASK, *settings.by, TASK, _E_T, _E_P, _E_O).agg(
-        F.array_sort(F.collect_list(record), _in_processing_order).alias("recs")
-    )
-    folded = groups.select(TASK, "recs", _fold(settings.interval_us).alias("fold"))
     per_record = F.transform(
         "recs",
         lambda r, i: F.struct(
@@ -187,14 +186,48 @@ def _fold_several(several: DataFrame, settings: DedupSettings, columns: Sequence
             (i == F.col("fold")["saved"]).alias("s"),
         ),
     )
-    exploded = folded.select(TASK, F.explode(per_record).alias("x"))
-    return exploded.select(
+    out = (
         *[F.col("x.row")[c].alias(c) for c in columns],
-        TASK,
+        F.col(TASK),
         F.col("x.d").alias(DECISION_COL),
         F.col("x.c").alias(CAUSE_COL),
         F.col("x.s").alias(SAVED_COL),
     )
+    return Decide(
+        columns=tuple(columns),
+        group_by=(_JOIN_TASK, *settings.by, TASK, _E_T, _E_P, _E_O),
+        unkeyed=unkeyed | (F.col(_N) == F.lit(1)),
+        single=single,
+        several=~unkeyed & (F.col(_N) > F.lit(1)),
+        record=F.array_sort(F.collect_list(record), _in_processing_order).alias("recs"),
+        fold=_fold(settings.interval_us).alias("fold"),
+        per_record=F.explode(per_record).alias("x"),
+        out=out,
+    )
+
+
+def decide(annotated: DataFrame, plan: Decide) -> DataFrame:
+    """Every record of ``annotated`` with its decision, as if the batch had been processed one by one.
+
+    Returns ``plan.columns`` plus :data:`TASK`, :data:`DECISION_COL`, :data:`CAUSE_COL` (the entry that
+    caused a drop: t, p, o) and :data:`SAVED_COL` (true on the record that is its id's index entry after the
+    batch). A record with a null id is :data:`NULL_ID`, never saved. A keyed record alone of its (task, id)
+    in the batch is decided from its live entry directly (the fold's first step, see :func:`_decision`);
+    the records of an id with several records go through the fold (:func:`_fold_several`).
+    """
+    single = annotated.where(plan.unkeyed).select(*plan.single)
+    return single.unionByName(_fold_several(annotated.where(plan.several), plan))
+
+
+def _fold_several(several: DataFrame, plan: Decide) -> DataFrame:
+    """The records of ids with several records in the batch, decided by the sequential fold per id.
+
+    Grouped by the annotation's shuffle key plus the task and the (per-id) entry columns, so the grouping
+    can reuse the records' partitioning.
+    """
+    groups = several.groupBy(*plan.group_by).agg(plan.record)
+    folded = groups.select(TASK, "recs", plan.fold)
+    return folded.select(TASK, plan.per_record).select(*plan.out)
 
 
 def _in_processing_order(left: Column, right: Column) -> Column:

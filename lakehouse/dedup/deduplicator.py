@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -86,6 +86,7 @@ from lakehouse.commit_log import (
     other_writers,
     prepare_concurrently,
     require_writer_name,
+    snapshot_schema,
 )
 from lakehouse.damage import names_missing_files
 from lakehouse.dedup import _resolve
@@ -139,6 +140,16 @@ _RECORD_COLUMNS = T.StructType(
 )
 
 
+@dataclass(frozen=True)
+class _BatchColumns:
+    """The column expressions a batch of one schema is decided (:func:`_resolve.decide_columns`) and
+    summarized (:func:`_summary_columns`) with: unresolved, so built once per schema (each costs Py4J
+    calls) and applied to every batch of it."""
+
+    decide: _resolve.Decide
+    summary: tuple[Column, ...]
+
+
 class Deduplicator:
     """KIP-655 deduplication backed by a Delta seen-ID index. Build with :meth:`create` or :meth:`open`.
 
@@ -165,6 +176,8 @@ class Deduplicator:
         self._cached: DataFrame | None = None
         self._id_schema: T.StructType | None = None
         self._with_ids: set[str] = set()
+        #: The expressions deciding and summarizing a batch, per input schema (see :class:`_BatchColumns`).
+        self._batch_columns: dict[str, _BatchColumns] = {}
         self._sink_app_id: str | None = None
         self._writable = False
         #: Called with a step name after each commit of ``run``; crash-injection tests raise from it.
@@ -325,11 +338,12 @@ class Deduplicator:
         # Looked up first: DESCRIBE DETAIL then builds the index snapshot that the batch reads anyway.
         recorded = recorded_batch_id(self.incarnation, batch_id)
         sink = resolve_path(sink)
-        sink_exists = _require_sink_takes(self.spark, sink, df.schema)
+        sink_snapshot = _require_sink_takes(self.spark, sink, df.schema)
+        sink_exists = sink_snapshot is not None
         sink_log = CommitLog(self.spark, sink, self._sink_app_id_of_index(), writer=self.writer)
         sole = None if "topic" in df.columns else _shared_sink_refusal(sink)
         if sink_exists and sole is not None:
-            _refuse_shared_sink(sink_log, sole)
+            _refuse_shared_sink(sink_log, sole, sink_snapshot)
 
         def sink_append(resolved: DataFrame, stats: DedupStats) -> Callable[[], Commit]:
             # After the batch's checks (bad input writes nothing): may create the sink (incarnation > 0).
@@ -343,7 +357,8 @@ class Deduplicator:
             )
 
         _, stats = self._apply(df, recorded, sink_append)
-        self._stats = replace(stats, batch_id=batch_id, sink_rows=_rows_appended(sink_log, recorded))
+        version, rows = _sink_commit(sink_log, recorded)
+        self._stats = replace(stats, batch_id=batch_id, sink_rows=rows, sink_version=version)
         return self._stats
 
     def purge(self) -> PurgeResult:
@@ -390,12 +405,11 @@ class Deduplicator:
         annotated = _resolve.annotate(prepared, live, self.settings).persist(
             StorageLevel.MEMORY_AND_DISK_DESER
         )
-        self._cached = _resolve.decide(annotated, self.settings, df.columns).persist(
-            StorageLevel.MEMORY_AND_DISK_DESER
-        )
+        columns = self._batch_columns_of(df.schema)
+        self._cached = _resolve.decide(annotated, columns.decide).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         resolved = self._cached
         try:
-            summary = _summarize(resolved, hashable_columns(df.schema))
+            summary = _summarize(resolved, columns.summary)
         finally:
             annotated.unpersist()
         _check_summary(summary)
@@ -419,6 +433,14 @@ class Deduplicator:
             self._after_commit(step)
         self._stats = stats
         return resolved, stats
+
+    def _batch_columns_of(self, schema: T.StructType) -> _BatchColumns:
+        """The expressions deciding and summarizing the batches of ``schema``: built at the first one."""
+        key = schema.json()
+        if key not in self._batch_columns:
+            decide = _resolve.decide_columns(self.settings, schema.fieldNames())
+            self._batch_columns[key] = _BatchColumns(decide, _summary_columns(schema))
+        return self._batch_columns[key]
 
     def _check_input(self, df: DataFrame) -> None:
         require_columns(df.schema, _RECORD_COLUMNS, "dedup input records")
@@ -616,9 +638,9 @@ def _stream_times(state: dict[str, Any]) -> dict[int, int]:
     return {int(task): int(us) for task, us in state.get(_STREAM_TIME, {}).items()}
 
 
-def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> bool:
-    """True if the sink exists, False if not; raise unless it is a Delta table that has every column of
-    ``schema`` with the same type.
+def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) -> Any:
+    """The sink's newest snapshot if it exists, None if not; raise unless it is a Delta table that has every
+    column of ``schema`` with the same type (its schema read from the snapshot: no DataFrame is planned).
 
     A folder that is not a Delta table yet may be one another writer is creating (its data files land
     before its first commit): it is refused once nothing in it has changed for
@@ -626,8 +648,9 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
     refused a sink whose creator was slow to commit (seen under load: a concurrent writer's retry).
     """
     if not path_exists(spark, sink):
-        return False
-    while not DeltaTable.isDeltaTable(spark, sink):
+        return None
+    snapshot = latest_snapshot(spark, sink)
+    while int(snapshot.version()) < 0:
         changed_ms = max(
             int(status.getModificationTime()) for status in [*list_files(spark, sink), _status(spark, sink)]
         )
@@ -636,9 +659,10 @@ def _require_sink_takes(spark: SparkSession, sink: str, schema: T.StructType) ->
                 f"the dedup sink {sink} exists and is not a Delta table: nothing was written"
             )
         time.sleep(0.5)
-    sink_schema = spark.read.format("delta").load(sink).schema
-    require_columns(sink_schema, schema, f"the dedup sink {sink} cannot take the batch (nothing was written)")
-    return True
+        snapshot = latest_snapshot(spark, sink)
+    message = f"the dedup sink {sink} cannot take the batch (nothing was written)"
+    require_columns(snapshot_schema(snapshot), schema, message)
+    return snapshot
 
 
 def _status(spark: SparkSession, path: str) -> Any:
@@ -656,11 +680,13 @@ def _shared_sink_refusal(sink: str) -> Callable[[str], InvalidInputError]:
     )
 
 
-def _refuse_shared_sink(sink_log: CommitLog, refusal: Callable[[str], InvalidInputError]) -> None:
+def _refuse_shared_sink(
+    sink_log: CommitLog, refusal: Callable[[str], InvalidInputError], snapshot: Any
+) -> None:
     """Raise ``refusal(other)`` at this writer's first batch into a sink another writer appends to, before
-    anything is written. Costs nothing after the writer's first batch. (A writer whose first batch races
-    another's is refused at its sink commit: see :func:`lakehouse.commit_log.prepare_append`.)"""
-    snapshot = latest_snapshot(sink_log.spark, sink_log.path)
+    anything is written (``snapshot``: the sink's newest). Costs no Spark job (the checksum lists the
+    writers). (A writer whose first batch races another's is refused at its sink commit: see
+    :func:`lakehouse.commit_log.prepare_append`.)"""
     others = other_writers(sink_log.spark, snapshot, sink_log.txn_app_id)
     if others:
         raise refusal(others[0])
@@ -722,12 +748,13 @@ def _with_record_key(rows: DataFrame, schema: T.StructType) -> DataFrame:
     return rows.withColumn(_RECORD_KEY, F.struct(*hashable_columns(schema)))
 
 
-def _rows_appended(sink: CommitLog, batch_id: int) -> int:
-    """Rows the sink commit of ``batch_id`` appended (also when this run's append was a skipped replay)."""
+def _sink_commit(sink: CommitLog, batch_id: int) -> tuple[int, int]:
+    """The sink's version whose commit appended ``batch_id`` and the rows it appended (also when this run's
+    append was a skipped replay)."""
     found = sink.batch_metrics(batch_id)
     if found is None:
         raise LakehouseInternalError(f"the sink {sink.path} has no commit of batch {batch_id}")
-    return int(found[1].get("numOutputRows", 0))
+    return found[0], int(found[1].get("numOutputRows", 0))
 
 
 def _count(decision: int) -> Any:
@@ -741,30 +768,31 @@ def _few_files(rows: DataFrame, count: int) -> DataFrame:
     return rows.coalesce(max(1, -(-count // _ROWS_PER_FILE)))
 
 
-def _summarize(resolved: DataFrame, input_columns: list[Column]) -> list[Row]:
-    """Per task: counts by decision, range of timestamps and of saved timestamps, NULL-input counts and the
-    fingerprint of the input's ``input_columns``."""
+def _summary_columns(schema: T.StructType) -> tuple[Column, ...]:
+    """The aggregates of :func:`_summarize` for a batch of ``schema``: per task, counts by decision, range
+    of timestamps and of saved timestamps, NULL-input counts and the fingerprint of the input's columns."""
     ts_us = F.unix_micros(TIMESTAMP_COL)
     saved_us = F.when(F.col(SAVED_COL), ts_us)
     return (
-        resolved.groupBy(TASK)
-        .agg(
-            F.count(F.lit(1)).alias("input"),
-            _count(_resolve.DUPLICATE).alias("duplicates"),
-            _count(_resolve.LATE).alias("late"),
-            _count(_resolve.REPLAYED).alias("replayed"),
-            _count(_resolve.NULL_ID).alias("null_ids"),
-            F.sum(F.col(SAVED_COL).cast("long")).alias("saved"),
-            F.min(ts_us).alias("min_us"),
-            F.max(ts_us).alias("max_us"),
-            F.min(saved_us).alias("min_saved_us"),
-            F.max(saved_us).alias("max_saved_us"),
-            F.sum(F.col(TIMESTAMP_COL).isNull().cast("long")).alias("null_timestamps"),
-            F.sum(F.col(PARTITION_COL).isNull().cast("long")).alias("null_partitions"),
-            input_fingerprint(input_columns).alias(INPUT_FINGERPRINT),
-        )
-        .collect()
+        F.count(F.lit(1)).alias("input"),
+        _count(_resolve.DUPLICATE).alias("duplicates"),
+        _count(_resolve.LATE).alias("late"),
+        _count(_resolve.REPLAYED).alias("replayed"),
+        _count(_resolve.NULL_ID).alias("null_ids"),
+        F.sum(F.col(SAVED_COL).cast("long")).alias("saved"),
+        F.min(ts_us).alias("min_us"),
+        F.max(ts_us).alias("max_us"),
+        F.min(saved_us).alias("min_saved_us"),
+        F.max(saved_us).alias("max_saved_us"),
+        F.sum(F.col(TIMESTAMP_COL).isNull().cast("long")).alias("null_timestamps"),
+        F.sum(F.col(PARTITION_COL).isNull().cast("long")).alias("null_partitions"),
+        input_fingerprint(hashable_columns(schema)).alias(INPUT_FINGERPRINT),
     )
+
+
+def _summarize(resolved: DataFrame, aggregates: Sequence[Column]) -> list[Row]:
+    """The batch's summary per task: ``aggregates`` (:func:`_summary_columns`) over ``resolved``."""
+    return resolved.groupBy(TASK).agg(*aggregates).collect()
 
 
 def _check_summary(summary: list[Row]) -> None:

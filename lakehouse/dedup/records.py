@@ -22,6 +22,8 @@ class DedupStats:
         saved: Index entries written by the batch (one per id at most).
         sink_rows: Rows :meth:`Deduplicator.run` appended to the sink (None after ``apply``): the
             forwarded records less re-deliveries of a record the sink holds already.
+        sink_version: The sink's version whose commit appended the batch (None after ``apply``), also
+            when this run's append was a skipped replay.
     """
 
     batch_id: int | None
@@ -34,6 +36,7 @@ class DedupStats:
     null_ids: int
     saved: int
     sink_rows: int | None = None
+    sink_version: int | None = None
 
 
 @dataclass(frozen=True)

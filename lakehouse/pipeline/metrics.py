@@ -7,11 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from lakehouse import delta_ops
-from lakehouse.commit_log import CommitLog
+from lakehouse.commit_log import CommitLog, latest_snapshot
 from lakehouse.history import rows_added
 
 #: ``details`` key of the metrics a stage emits when it found no new input.
@@ -33,7 +31,7 @@ class BatchMetrics:
         expired_lookups: Records joined at a time older than the store's retention (enrich).
         replay: The batch id had been committed before (a re-run after a crash): nothing new written.
         table: The table the batch wrote (its output).
-        version: That table's Delta version after the batch.
+        version: That table's Delta version after the batch (ingest, enrich: that of the batch's own commit).
         seconds: Wall-clock time of the batch.
         details: Stage-specific numbers (maintenance: files removed, tables compacted, ...); in the JSON.
         said: What ``details`` say as a phrase for people, replacing them in :meth:`describe` (not in the
@@ -94,13 +92,11 @@ Emit = Callable[[BatchMetrics], None]
 def rows_committed(
     spark: SparkSession, path: str, app_id: str, batch_id: int, writer: str | None = None
 ) -> tuple[int | None, int]:
-    """The version of ``path`` whose commit recorded batch ``batch_id`` of ``app_id`` (as ``writer``), and
-    its added rows.
+    """The version of the table at ``path`` whose commit recorded batch ``batch_id`` of ``app_id`` (as
+    ``writer``), and its added rows; call it once the batch's commit was made (the table exists).
 
-    (None, 0) when no commit recorded the batch (e.g. an empty batch that wrote nothing).
+    (None, 0) when no retained commit recorded the batch.
     """
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None, 0
     found = CommitLog(spark, path, app_id, writer=writer).batch_metrics(batch_id)
     if found is None:
         return None, 0
@@ -109,7 +105,6 @@ def rows_committed(
 
 
 def current_version(spark: SparkSession, path: str) -> int | None:
-    """The table's current version (None if there is no table)."""
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    return delta_ops.latest_version(DeltaTable.forPath(spark, path))
+    """The table's current version (None if there is no table): one look at its log, no Spark job."""
+    version = int(latest_snapshot(spark, path).version())
+    return None if version < 0 else version

@@ -59,7 +59,7 @@ def ingest(run: Run) -> list[BatchMetrics]:
 
     def handle(batch: DataFrame, batch_id: int) -> BatchMetrics:
         stats = dedup.run(batch, batch_id, sink=tables.deduped)
-        version = current_version(run.spark, tables.deduped)
+        version = stats.sink_version  # the version of the batch's sink commit
         if stats.sink_rows and not stats.replay and version is not None:
             run.freshness.ingested(batch, batch_id, spec.records_format, tables.checkpoint("ingest"), version)
         return BatchMetrics(

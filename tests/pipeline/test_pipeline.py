@@ -83,6 +83,36 @@ def test_second_run_sees_new_files_only_and_a_crashed_batch_reruns_exactly_once(
     assert len(_rows(spark, tables.store, "currency", "valid_from")) == 4
 
 
+def _commits(table: str) -> int:
+    return len(list((Path(table) / "_delta_log").glob("*.json")))
+
+
+@pytest.mark.slow
+def test_a_micro_batch_commits_once_to_each_table_it_writes_and_reports_that_commits_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 36: one Delta commit per logical step. A micro-batch of ingest makes one commit on the index,
+    the quarantine and the sink, one of enrich one on ``enriched``; each reports its own commit's version."""
+    landing = tmp_path / "landing"
+    land(landing / "rates", "r0", [rate("EUR", 1.1, 0, 0)])
+    land(landing / "transactions", "t0", [txn(0, "EUR", 5, 0)])
+    pipeline = spec(tmp_path)
+    run_pipeline(spark, pipeline, "all", emit=lambda m: None)  # creates the tables
+    tables = pipeline.tables
+    written = (tables.dedup_index, tables.quarantine, tables.deduped, tables.enriched)
+    before = {table: _commits(table) for table in written}
+    # One new file: a new record and a duplicate of t0's id (the quarantine gets a row).
+    land(landing / "transactions", "t1", [txn(1, "EUR", 6, 1), txn(0, "EUR", 7, 2)])
+    done: list[BatchMetrics] = []
+    for stage in ("ingest", "enrich"):
+        run_pipeline(spark, pipeline, stage, emit=done.append)
+    assert {table: _commits(table) - before[table] for table in written} == dict.fromkeys(written, 1)
+    [ingest] = [m for m in done if m.stage == "ingest"]
+    [enrich] = [m for m in done if m.stage == "enrich"]
+    assert (ingest.records_out, ingest.duplicates, ingest.version) == (1, 1, _commits(tables.deduped) - 1)
+    assert (enrich.records_out, enrich.version) == (1, _commits(tables.enriched) - 1)
+
+
 @pytest.mark.slow
 def test_maintain_job_prints_only_its_json_line(spark: SparkSession, tmp_path: Path) -> None:
     """Delta's VACUUM prints a line on the JVM's console: the job's stdout still holds only JSON lines, and
