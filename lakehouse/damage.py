@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from delta.tables import DeltaTable
+from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
@@ -137,14 +138,25 @@ def _check_checkpoint(path: str, spark: SparkSession, status: Any) -> None:
 
 def _read(spark: SparkSession, hadoop_path: Any, length: int, at: int = 0) -> bytes:
     """``length`` bytes of a file from ``at``, through Hadoop (any file system Spark reaches)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     stream = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).open(hadoop_path)  # type: ignore[union-attr]
     try:
-        stream.seek(at)
-        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length))
+        if at:
+            stream.seek(at)
+        return bytes(_io_utils(spark).toByteArray(stream, length))
     finally:
         stream.close()
+
+
+def _io_utils(spark: SparkSession) -> Any:
+    """commons-io's ``IOUtils`` class, resolved once per gateway (each step of ``jvm.org.apache...`` is a
+    Py4J round trip)."""
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    if _IO_UTILS.get("client") is not client:
+        _IO_UTILS.update(client=client, cls=JavaClass("org.apache.commons.io.IOUtils", client))
+    return _IO_UTILS["cls"]
+
+
+_IO_UTILS: dict[str, Any] = {}
 
 
 def names_missing_files(method: _Method) -> _Method:
