@@ -45,6 +45,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -64,7 +65,6 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
-from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -79,6 +79,7 @@ from lakehouse.errors import (
     LakehouseInternalError,
     ReplayMismatchWarning,
 )
+from lakehouse.jvm import jvm_class
 from lakehouse.log_store import warn_unless_arbitrated
 
 METADATA_KEY = "lakehouse"
@@ -557,9 +558,7 @@ def checked_transaction(spark: SparkSession, path: str) -> Any:
     """A Delta ``OptimisticTransaction`` on the table at ``path``, started on its newest snapshot, which is
     checked as :func:`latest_snapshot` checks it: a damaged log is refused (``DamagedTableError``), never
     committed on top of. One look at the log (the transaction's own snapshot is the one checked)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    log = jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
     started: list[Any] = []
 
     def start() -> Any:
@@ -633,20 +632,6 @@ def delta_json(spark: SparkSession, value: Any) -> str:
     where reading them field by field costs a Py4J round trip a field."""
     mapper = jvm_class(spark, "org.apache.spark.sql.delta.util.JsonUtils").mapper()
     return str(mapper.writeValueAsString(value))
-
-
-def jvm_class(spark: SparkSession, name: str) -> Any:
-    """The JVM class ``name`` (its full name) for calls of its static methods, resolved once per process:
-    each step of ``jvm.org.apache...`` is a Py4J round trip."""
-    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
-    key = (id(client), name)
-    if key not in _CLASSES:
-        _CLASSES[key] = JavaClass(name, client)
-    return _CLASSES[key]
-
-
-#: :func:`jvm_class`'s classes, by gateway and name.
-_CLASSES: dict[tuple[int, str], Any] = {}
 
 
 def append_to_table(
@@ -728,32 +713,29 @@ def _prepare_append(
     """:func:`prepare_append`; with ``accept``, None (nothing committed) unless the statistics of the files
     written satisfy it (see :func:`append_if`)."""
     spark = frame.sparkSession
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    delta, scala = jvm.org.apache.spark.sql.delta, jvm.scala.jdk.javaapi.CollectionConverters
+    scala = jvm_class(spark, "scala.jdk.javaapi.CollectionConverters")
     txn = checked_transaction(spark, path)
-    table_schema = snapshot_schema(txn.snapshot())
-    if int(txn.snapshot().version()) < 0 and sole is not None:
+    snapshot = txn.snapshot()
+    table_schema = snapshot_schema(snapshot)
+    if int(snapshot.version()) < 0 and sole is not None:
         return lambda: _create_or_append(frame, path, options, sole)
-    if int(txn.snapshot().version()) < 0 or not _same_columns(frame.schema, table_schema):
+    if int(snapshot.version()) < 0 or not _same_columns(frame.schema, table_schema):
         if accept is not None:
             return None
         return lambda: frame.write.format("delta").mode("append").options(**options).save(path)
-    actions = _fenced_txn_actions(spark, txn, options)
+    actions = _fenced_txn_actions(spark, txn, options, snapshot)
     if actions is None:
         return lambda: None  # Delta's writer skips it too: the batch is there
     if sole is not None:
         _fence_first_commit(spark, txn, options["txnAppId"], actions, sole)
-    passed = jvm.java.util.HashMap()
-    for key, value in options.items():
-        if key not in ("txnAppId", "txnVersion", "userMetadata"):
-            passed.put(key, value)
+    passed = {k: v for k, v in options.items() if k not in ("txnAppId", "txnVersion", "userMetadata")}
     conf = spark._jsparkSession.sessionState().conf()
-    writer = delta.DeltaOptions(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(passed), conf)
+    scala_map = jvm_class(spark, "org.apache.spark.api.python.PythonUtils").toScalaMap(passed)
+    writer = jvm_class(spark, "org.apache.spark.sql.delta.DeltaOptions")(scala_map, conf)
     ordered = frame.selectExpr(
         *[f"`{name}`" for name in table_schema.fieldNames()]
     )  # 1 JVM call, not 1 a column
-    written = scala.asJava(txn.writeFiles(ordered._jdf, jvm.scala.Some(writer)))
+    written = scala.asJava(txn.writeFiles(ordered._jdf, jvm_class(spark, "scala.Some")(writer)))
     if accept is not None and not accept(_added_stats(spark, written)):
         return None
     actions.addAll(written)
@@ -811,9 +793,7 @@ def commit_file_actions(
     Returns False, committing nothing, when that txn version is recorded already. Delta validates nothing
     of the actions (a file removed must be the table's): the caller guarantees it.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    scala = jvm.scala.jdk.javaapi.CollectionConverters
+    scala = jvm_class(spark, "scala.jdk.javaapi.CollectionConverters")
     txn = checked_transaction(spark, path)
     committed = _fenced_txn_actions(spark, txn, options)
     if committed is None:
@@ -824,23 +804,36 @@ def commit_file_actions(
     return True
 
 
-def _fenced_txn_actions(spark: SparkSession, txn: Any, options: Mapping[str, str]) -> Any:
+def _fenced_txn_actions(
+    spark: SparkSession, txn: Any, options: Mapping[str, str], snapshot: Any = None
+) -> Any:
     """The actions a commit of ``txn`` starts with: the ``SetTransaction`` of ``options``' ``txnAppId`` and
     ``txnVersion`` (the app id registered as read, so a concurrent commit of it fails this one), or none
-    without them; None when that version is recorded already (the commit must be skipped)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    actions = jvm.java.util.ArrayList()
+    without them; None when that version is recorded already (the commit must be skipped). ``snapshot``:
+    ``txn``'s, when the caller has it."""
+    actions = jvm_class(spark, "java.util.ArrayList")()
     app_id, version = options.get("txnAppId"), options.get("txnVersion")
     if app_id is None or version is None:
         return actions
-    recorded = recorded_txn(spark, txn.snapshot(), app_id)
+    recorded = recorded_txn(spark, txn.snapshot() if snapshot is None else snapshot, app_id)
     if recorded is not None and recorded >= int(version):
         return None
     txn.readTxn().addOne(app_id)
-    now = jvm.scala.Some(jvm.java.lang.Long(int(jvm.java.lang.System.currentTimeMillis())))
-    actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, int(version), now))
+    actions.add(_set_transaction(spark, app_id, int(version), _now_millis()))
     return actions
+
+
+def _now_millis() -> int:
+    """The time now in epoch milliseconds, as Delta's ``SetTransaction.lastUpdated`` has it."""
+    return int(time.time() * 1000)
+
+
+def _set_transaction(spark: SparkSession, app_id: str, version: int, now: int) -> Any:
+    """Delta's ``SetTransaction`` action of ``app_id`` at ``version``, last updated at ``now`` (epoch ms)."""
+    long_now = jvm_class(spark, "java.lang.Long")(now)
+    return jvm_class(spark, "org.apache.spark.sql.delta.actions.SetTransaction")(
+        app_id, version, jvm_class(spark, "scala.Some")(long_now)
+    )
 
 
 def _create_or_append(frame: DataFrame, path: str, options: Mapping[str, str], sole: Refusal) -> None:
@@ -868,28 +861,20 @@ def _fence_first_commit(spark: SparkSession, txn: Any, txn_app_id: str, actions:
         return
     if others:
         raise sole(others[0])
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     txn.readTxn().addOne(FIRST_COMMITS)
-    now = int(jvm.java.lang.System.currentTimeMillis())
     version = int(txn.snapshot().version()) + 1
-    actions.add(
-        jvm.org.apache.spark.sql.delta.actions.SetTransaction(
-            FIRST_COMMITS, version, jvm.scala.Some(jvm.java.lang.Long(now))
-        )
-    )
+    actions.add(_set_transaction(spark, FIRST_COMMITS, version, _now_millis()))
 
 
 def _write_operation(spark: SparkSession, mode: str, user_metadata: str | None) -> Any:
     """Delta's ``WRITE`` operation in save ``mode``, no ``partitionBy`` given, with ``user_metadata``."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    scala, none = jvm.scala.jdk.javaapi.CollectionConverters, jvm.scala.Option.empty()
-    return jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-        getattr(jvm.org.apache.spark.sql.SaveMode, mode),
-        jvm.scala.Some(scala.asScala(jvm.java.util.ArrayList()).toList()),
+    none, some = jvm_class(spark, "scala.Option").empty(), jvm_class(spark, "scala.Some")
+    no_columns = getattr(jvm_class(spark, "scala.collection.immutable.Nil$"), "MODULE$")  # List()
+    return jvm_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+        getattr(jvm_class(spark, "org.apache.spark.sql.SaveMode"), mode),
+        some(no_columns),
         none,
-        none if user_metadata is None else jvm.scala.Some(user_metadata),
+        none if user_metadata is None else some(user_metadata),
         none,
         none,
         none,
@@ -946,18 +931,24 @@ def _read_commit_infos(spark: SparkSession, snapshot: Any, first: int, last: int
     log = snapshot.deltaLog()
     conf = log.newDeltaHadoopConf()
     files = jvm_class(spark, "org.apache.spark.sql.delta.util.DeltaCommitFileProvider").apply(snapshot)
+    store = file_system = None  # the log's, looked up once
     infos = []
     for version in range(last, first - 1, -1):
         file = files.deltaFile(version)
         try:
-            status = file.getFileSystem(conf).getFileStatus(file)
+            file_system = file_system or file.getFileSystem(conf)
+            status = file_system.getFileStatus(file)
         except Py4JJavaError as error:
             if error.java_exception.getClass().getName() != "java.io.FileNotFoundException":
                 raise
             break
-        info = _commit_info(log.store().readAsIterator(status, conf))
+        store = store or log.store()
+        info = _commit_info(store.readAsIterator(status, conf))
         info["version"] = version
-        info["timestamp"] = info.get("inCommitTimestamp", status.getModificationTime())
+        if "inCommitTimestamp" in info:
+            info["timestamp"] = info["inCommitTimestamp"]
+        else:
+            info["timestamp"] = status.getModificationTime()
         infos.append(info)
     return infos
 

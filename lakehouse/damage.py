@@ -34,6 +34,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from lakehouse.errors import DamagedTableError, first_line
+from lakehouse.jvm import jvm_class
 
 _PARQUET_MAGIC = b"PAR1"
 #: A data file's path in Spark's error for a file it could not read (``FAILED_READ_FILE``, Hadoop's
@@ -137,12 +138,11 @@ def _check_checkpoint(path: str, spark: SparkSession, status: Any) -> None:
 
 def _read(spark: SparkSession, hadoop_path: Any, length: int, at: int = 0) -> bytes:
     """``length`` bytes of a file from ``at``, through Hadoop (any file system Spark reaches)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     stream = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).open(hadoop_path)  # type: ignore[union-attr]
     try:
-        stream.seek(at)
-        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, length))
+        if at:
+            stream.seek(at)
+        return bytes(jvm_class(spark, "org.apache.commons.io.IOUtils").toByteArray(stream, length))
     finally:
         stream.close()
 

@@ -75,9 +75,9 @@ def written_versions(changes: DataFrame, identity: Sequence[str], inserts_only: 
     its preimage is one window over the changes (``identity``: the keys and ``valid_from``), skipped when
     ``inserts_only`` (the range's commit infos say it inserted rows only).
     """
-    kind = F.col(CHANGE_TYPE)
     if inserts_only:
-        return changes.where(kind == F.lit(INSERT))
+        return changes.where(f"{CHANGE_TYPE} = '{INSERT}'")  # a SQL condition: one JVM call
+    kind = F.col(CHANGE_TYPE)
     content = [c for c in changes.columns if c not in CDF_COLUMNS and c not in (VALID_TO, SEGMENT_COL)]
     same_row = Window.partitionBy(*[F.col(f"`{c}`") for c in identity], F.col(COMMIT_VERSION))
     updated = kind.isin(PREIMAGE, POSTIMAGE)
@@ -107,8 +107,9 @@ def as_pending(written: DataFrame, identity: Sequence[str], columns: Sequence[st
             .where(F.col("_lh_rank") == 1)
             .drop("_lh_rank")
         )
-    pending = written.drop(*CDF_COLUMNS).withColumn(SEGMENT_COL, F.lit(PENDING_SEGMENT).cast("long"))
-    return pending.selectExpr(*[f"`{c}`" for c in columns])  # one JVM call, not one per column
+    # One JVM call (a column or function a few): the table's columns, the segment the pending one's.
+    pending = f"CAST({PENDING_SEGMENT} AS BIGINT) AS `{SEGMENT_COL}`"
+    return written.selectExpr(*[pending if c == SEGMENT_COL else f"`{c}`" for c in columns])
 
 
 def start_after(files: FileStats, stream_time_us: int | None) -> bool:

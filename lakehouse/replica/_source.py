@@ -106,8 +106,15 @@ class SourceKind:
             return F.lit(True)
         if any(c not in schema.fieldNames() for c in self.shard_columns):
             return F.lit(False)
-        value = F.hash(*self.shard_columns) if self.hashed else F.col(self.shard_columns[0])
-        return F.pmod(value, F.lit(shard.partitions)) == F.lit(shard.partition)
+        # One SQL expression (one JVM call): F.hash / F.pmod / F.lit cost a few round trips each.
+        columns = ", ".join(_quoted(c) for c in self.shard_columns)
+        value = f"hash({columns})" if self.hashed else columns
+        return F.expr(f"pmod({value}, {shard.partitions}) = {shard.partition}")
+
+
+def _quoted(column: str) -> str:
+    """``column`` as a SQL identifier (backquoted)."""
+    return "`" + column.replace("`", "``") + "`"
 
 
 def source_kind(path: str, properties: dict[str, str]) -> SourceKind:

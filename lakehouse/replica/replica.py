@@ -105,6 +105,7 @@ _MISSING_CHANGES = (
     "java.io.FileNotFoundException",  # a source file a file-level replica copies
 )
 _IGNORE_MISSING_FILES = "spark.sql.files.ignoreMissingFiles"
+_CONCURRENT_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
 _SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _DELTA_SNAPSHOT_PARTITIONS = 50  # Delta's default of the conf above
 # Files of the replica per partition of its Delta state reconstruction (see Replica._state_partitions).
@@ -485,7 +486,11 @@ class Replica:
         """A logical replica's own pending-tier counters and last seal (:data:`PENDING_TIER_FIELDS`), as its
         commits recorded them (0 and None before any), and the source's stream time at its checkpoint."""
         fields = (*PENDING_TIER_FIELDS, _STREAM_TIME)
-        state = CommitLog(self.spark, self.path, kind.app_id, fields).read().state
+        log = CommitLog(self.spark, self.path, kind.app_id, fields)
+        version = int(latest_snapshot(self.spark, self.path).version())
+        # CommitLog.read's state, without the batch id it also looks up (the replica records none); read
+        # raises on a table without commits
+        state = log.state_at(version) if version >= 0 else log.read().state
         return {field: state.get(field) for field in fields}
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
@@ -703,7 +708,7 @@ class Replica:
             check = _logical.CountingCheck(partial(_logical.start_after, stream_time_us=before[_STREAM_TIME]))
         else:
             check = _logical.CountingCheck(lambda _files: True)
-        with self._state_partitions(snapshot), self._no_missing_files():
+        with self._state_partitions(snapshot), self._no_missing_files(), self._one_partition_write():
             appended = append_if(pending, self.path, options, check)
             if not appended and not has_pending(before):  # the table's columns changed meanwhile
                 append_to_table(pending, self.path, options)
@@ -927,6 +932,23 @@ class Replica:
         wanted = max(1, -(-int(checksum.get().numFiles()) // _FILES_PER_STATE_PARTITION))
         current = int(self.spark.conf.get(_SNAPSHOT_PARTITIONS, str(_DELTA_SNAPSHOT_PARTITIONS)))
         with delta_ops.session_confs(self.spark, {_SNAPSHOT_PARTITIONS: str(min(wanted, current))}):
+            yield
+
+    @contextmanager
+    def _one_partition_write(self) -> Iterator[None]:
+        """In this block the replica's pending rows (all in one partition) are written unsorted.
+
+        Spark sorts the rows of a partitioned write by partition before writing them, unless it may keep
+        several files open (``spark.sql.maxConcurrentOutputFileWriters`` > 0, 0 by default); with one
+        partition, one open file gets every row either way: the same file, without sorting every row
+        first. A session allowing concurrent writers keeps its setting. The conf is the session's: other
+        threads' writes in the block may keep one file open per task too (and sort past it, as Spark
+        does): their files, not their rows, may differ.
+        """
+        if int(self.spark.conf.get(_CONCURRENT_WRITERS, "0") or 0) > 0:
+            yield
+            return
+        with delta_ops.session_confs(self.spark, {_CONCURRENT_WRITERS: "1"}):
             yield
 
     @contextmanager
