@@ -17,6 +17,7 @@ from pathlib import Path
 from lakehouse.config import Settings, load_settings, profile_name, warehouse_uri
 from lakehouse.errors import InvalidInputError, LakehouseError, first_line
 from lakehouse.options import Command, add_assignment_options, add_key_values, add_state_commands
+from lakehouse.paths import is_local, local_path
 
 # Parsing and the first line import nothing heavy: each command imports what it needs when it runs.
 
@@ -143,11 +144,11 @@ def _delete(folder: str, what: str, yes: bool, settings: Settings, conf: dict[st
     Raises:
         InvalidInputError: there is no terminal to ask and not ``yes``.
     """
-    if "://" in folder and not folder.startswith("file:"):
+    if not is_local(folder):
         if _confirmed(folder, what, yes):
             _delete_uri(folder, settings, conf)
         return
-    path = Path(folder.removeprefix("file://").removeprefix("file:"))
+    path = Path(local_path(folder))
     if not path.exists():
         print(f"nothing to delete: {path} does not exist", file=sys.stderr)
     elif _confirmed(str(path), what, yes):

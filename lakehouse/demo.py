@@ -22,7 +22,7 @@ from lakehouse.assignment.job import DEMO_CONFIG, write_demo_subscriptions
 from lakehouse.assignment.store import AssignmentStore
 from lakehouse.demo_data import FIRST_RUN_FRACTION, DemoSize, landing_parts, rate_updates, transactions
 from lakehouse.errors import InvalidConfigError
-from lakehouse.paths import resolve_path, table_name
+from lakehouse.paths import is_local, resolve_path, table_name
 from lakehouse.pipeline import BatchMetrics, PipelineSpec, load_pipeline, run_pipeline
 from lakehouse.pipeline.sources import land_files
 from lakehouse.quality import run_quality
@@ -85,8 +85,10 @@ def run_demo(
     for line in replica_demo_step(spark, spec):
         echo(line)
     step("summary")
-    local = "://" not in spec.root or spec.root.startswith("file:")  # the commands then read without a JVM
-    for line in summary_lines(runs, _tables(spec, assignments), _queries(spec, assignments), local):
+    # On a local root the commands to try read without a JVM.
+    for line in summary_lines(
+        runs, _tables(spec, assignments), _queries(spec, assignments), is_local(spec.root)
+    ):
         echo(line)
     step("quality")
     for line in _quality(spark, spec, assignments):

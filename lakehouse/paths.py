@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlparse
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 #: How deep under a root tables are looked for (``lakehouse tables``): at most this many path parts.
@@ -21,6 +22,17 @@ def resolve_path(path: str) -> str:
     if "://" in path or path.startswith("file:"):
         return path
     return str(Path(path).expanduser().resolve())
+
+
+def is_local(path: str) -> bool:
+    """Whether ``path`` is on the local file system (a plain path or a ``file:`` URI)."""
+    return urlparse(path).scheme in ("", "file")
+
+
+def local_path(path: str) -> str:
+    """``path`` without a ``file:`` scheme."""
+    parsed = urlparse(path)
+    return parsed.path if parsed.scheme == "file" else path
 
 
 def table_name(parts: Sequence[str]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.errors import InvalidInputError, KafkaBrokerError
+from lakehouse.paths import is_local, local_path
 
 if TYPE_CHECKING:
     from lakehouse.pipeline.spec import PipelineSpec
@@ -64,7 +65,7 @@ def check_landed(spec: PipelineSpec, stages: Iterable[str]) -> None:
         if source is None or getattr(spec, f"{source}_format") in ("kafka", "delta"):
             continue
         path = getattr(spec, source)
-        if path and _is_local(path) and not Path(_local(path)).exists():
+        if path and is_local(path) and not Path(local_path(path)).exists():
             raise InvalidInputError(
                 f"nothing has landed in {path} yet (the {source} folder of pipeline {spec.name!r}): "
                 "land files there first (`lakehouse demo` lands the demo's)"
@@ -96,11 +97,3 @@ def require_broker(bootstrap_servers: str, timeout_s: float = BROKER_TIMEOUT_S) 
         except OSError:
             continue
     raise KafkaBrokerError(f"no broker at {bootstrap_servers}; run lakehouse kafka start")
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file:")
-
-
-def _local(path: str) -> str:
-    return path.removeprefix("file://").removeprefix("file:")

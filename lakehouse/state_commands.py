@@ -26,10 +26,11 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse.catalog import KIND_PROPERTY
 from lakehouse.config import Settings
 from lakehouse.errors import EngineUnsupportedError, InvalidInputError, LakehouseError, first_line
+from lakehouse.paths import is_local
 from lakehouse.pipeline import load_pipeline
 from lakehouse.pipeline.metrics import BatchMetrics
 from lakehouse.pipeline.runner import run_as_asked
-from lakehouse.read.engine import find_local_tables, is_local, open_table, run_sql
+from lakehouse.read.engine import find_local_tables, open_table, run_sql
 from lakehouse.read.store import StoreReader
 from lakehouse.read.store import store as read_store
 from lakehouse.session import get_spark, warehouse_uri

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse import delta_ops
 from lakehouse.errors import InvalidInputError
-from lakehouse.paths import resolve_path
+from lakehouse.paths import is_local, local_path, resolve_path
 from lakehouse.quality._gx import QualityContext, RuleResult
 from lakehouse.quality._incremental import created_ms
 from lakehouse.quality.discover import lakehouse_tables
@@ -193,15 +193,13 @@ def default_docs_dir(warehouse: str) -> str:
     table, their data, is in the warehouse either way).
     """
     warehouse = resolve_path(warehouse).rstrip("/")
-    parsed = urlparse(warehouse)
-    if parsed.scheme in ("", "file"):
+    if is_local(warehouse):
         return _local_folder(f"{warehouse}/{QUALITY_DIR}/docs")
+    parsed = urlparse(warehouse)
     return str(Path(LOCAL_DOCS_DIR, parsed.netloc, *PurePosixPath(parsed.path).parts[1:]).resolve())
 
 
 def _local_folder(path: str) -> str:
-    if path.startswith("file:"):
-        path = "/" + path.removeprefix("file:").lstrip("/")
-    if "://" in path:
+    if not is_local(path):
         raise InvalidInputError(f"Data Docs are written to a local folder; {path} is not one (give docs_dir)")
-    return str(Path(path).resolve())
+    return str(Path(local_path(path)).resolve())

@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
 from lakehouse.commit_log import recorded_state
 from lakehouse.errors import EngineUnsupportedError
-from lakehouse.paths import MAX_TABLE_DEPTH, table_name
+from lakehouse.paths import MAX_TABLE_DEPTH, is_local, local_path, table_name
 
 #: Reader features the JVM-free path reads and is tested on (``tests/read``): deletion vectors (every
 #: store's seals write them) and timestamps without a zone. Column mapping and every other feature go to
@@ -28,17 +27,6 @@ READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 #: Protocol reader versions: 1 (no features), 3 (table features). Version 2 is column mapping.
 _READER_VERSIONS = (1, 3)
 _RECENT_COMMITS = 20
-
-
-def is_local(path: str) -> bool:
-    """Whether ``path`` is on the local file system (a plain path or a ``file:`` URI)."""
-    return urlparse(path).scheme in ("", "file")
-
-
-def local_path(path: str) -> str:
-    """``path`` without a ``file:`` scheme."""
-    parsed = urlparse(path)
-    return parsed.path if parsed.scheme == "file" else path
 
 
 def unreadable_reason(table: DeltaTable) -> str | None:

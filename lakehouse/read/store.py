@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse.errors import InvalidInputError, NotALakehouseTableError
-from lakehouse.read.engine import local_path, open_table, recorded_state_of, run_sql
+from lakehouse.paths import local_path
+from lakehouse.read.engine import open_table, recorded_state_of, run_sql
 from lakehouse.times import from_micros, micros
 from lakehouse.versioned.pending import PENDING_SEGMENT, versions_sql
 from lakehouse.versioned.records import VersionedRecord
