@@ -189,25 +189,41 @@ class CommitLog:
         Version and batch id come from one snapshot; the state from the newest commits at or below it (a
         log without state fields has none: no commit is read).
         """
+        snapshot, version = self._newest()
+        last = recorded_txn(self.spark, snapshot, self.txn_app_id)
+        state = self._state_of(snapshot, version)
+        if self.fenced:
+            self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
+            last = _largest(last, self._local.batch_ids.get(self.writer or ""))
+            warn_unless_arbitrated(snapshot, self.path, self._named_writers)
+        return Recorded(version, last, state)
+
+    def state(self) -> dict[str, Any]:
+        """The state as of the table's current version: :meth:`read`'s, without the batch id it looks up."""
+        return self._state_of(*self._newest())
+
+    def _newest(self) -> tuple[Any, int]:
+        """The table's newest snapshot and its version.
+
+        Raises:
+            DamagedTableError: the table's log holds no commit.
+        """
         snapshot = latest_snapshot(self.spark, self.path)
         version = int(snapshot.version())
         if version < 0:
             raise DamagedTableError(
                 self.path, "its _delta_log holds no commit (the table or its log was deleted)"
             )
-        last = recorded_txn(self.spark, snapshot, self.txn_app_id)
-        if self.state_fields:
-            table_id = str(snapshot.metadata().id())
-            if self._state_cache is not None and self._state_cache[0] != table_id:
-                self._state_cache = None  # another table at the path (deleted and created again)
-            state = self._state_at(version, snapshot, table_id)
-        else:
-            state = {}
-        if self.fenced:
-            self._local.batch_ids = {k: int(v) for k, v in state.get(BATCH_IDS, {}).items()}
-            last = _largest(last, self._local.batch_ids.get(self.writer or ""))
-            warn_unless_arbitrated(snapshot, self.path, self._named_writers)
-        return Recorded(version, last, state)
+        return snapshot, version
+
+    def _state_of(self, snapshot: Any, version: int) -> dict[str, Any]:
+        """The state at ``version``, ``snapshot``'s ({} for a log without state fields: no commit read)."""
+        if not self.state_fields:
+            return {}
+        table_id = str(snapshot.metadata().id())
+        if self._state_cache is not None and self._state_cache[0] != table_id:
+            self._state_cache = None  # another table at the path (deleted and created again)
+        return self._state_at(version, snapshot, table_id)
 
     def _named_writers(self) -> set[str]:
         """The named writers whose batches a fenced log's commits record (as of the last :meth:`read`), this

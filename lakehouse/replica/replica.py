@@ -486,11 +486,7 @@ class Replica:
         """A logical replica's own pending-tier counters and last seal (:data:`PENDING_TIER_FIELDS`), as its
         commits recorded them (0 and None before any), and the source's stream time at its checkpoint."""
         fields = (*PENDING_TIER_FIELDS, _STREAM_TIME)
-        log = CommitLog(self.spark, self.path, kind.app_id, fields)
-        version = int(latest_snapshot(self.spark, self.path).version())
-        # CommitLog.read's state, without the batch id it also looks up (the replica records none); read
-        # raises on a table without commits
-        state = log.state_at(version) if version >= 0 else log.read().state
+        state = CommitLog(self.spark, self.path, kind.app_id, fields).state()
         return {field: state.get(field) for field in fields}
 
     def _replica_problem(self, checkpoint: int | None) -> str | None:
