@@ -24,3 +24,9 @@ def jvm_class(spark: SparkSession, name: str) -> Any:
 
 #: :func:`jvm_class`'s classes, by gateway and name.
 _CLASSES: dict[tuple[int, str], Any] = {}
+
+
+def list_items(java_list: Any) -> list[Any]:
+    """The items of a JVM ``java.util.List``, one Py4J round trip each (plus one for its size). Iterating the
+    list itself (Py4J's ``JavaList``) measured about thirty round trips per item."""
+    return [java_list.get(index) for index in range(java_list.size())]

@@ -17,6 +17,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from lakehouse.jvm import jvm_class, list_items
+
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
@@ -25,6 +27,40 @@ INSERT, DELETE = "insert", "delete"
 PREIMAGE, POSTIMAGE = "update_preimage", "update_postimage"
 # More distinct partition values than this in one change set: the MERGE is not pruned by an IN list.
 _MAX_PRUNED_PARTITIONS = 1000
+
+
+def inserted_rows(spark: SparkSession, snapshot: Any, versions: Sequence[int]) -> DataFrame:
+    """The rows that the commits ``versions`` of ``snapshot``'s table added, each with its
+    ``_commit_version``: Delta's DataFrame over the data-changing ``AddFile`` actions of those commits (as
+    its streaming source reads an append), read with ``snapshot``'s metadata (its column mapping, type
+    widening and deletion vectors).
+
+    For commits that only inserted rows, these are the rows of their Change Data Feed (each an ``insert``)
+    without the feed's own work: no second look at the table's log, no relation per version. The caller
+    makes sure the table's schema is the same in ``snapshot`` as at those commits (but for columns added
+    since). Missing log or data files raise Delta's errors, as the feed's read does.
+    """
+    scala = jvm_class(spark, "scala.jdk.javaapi.CollectionConverters")
+    none = jvm_class(spark, "scala.Option").empty()
+    log = snapshot.deltaLog()
+    wanted = set(versions)
+    frames = []
+    commits = log.getChanges(min(wanted), max(wanted), none, True)  # a missing commit file raises
+    while commits.hasNext():
+        commit = commits.next()
+        version = int(commit._1())
+        if version not in wanted:
+            continue
+        added = jvm_class(spark, "java.util.ArrayList")()
+        for action in list_items(scala.asJava(commit._2())):
+            if action.getClass().getSimpleName() == "AddFile" and action.dataChange():
+                added.add(action)
+        rows = DataFrame(log.createDataFrame(snapshot, scala.asScala(added).toList(), False, none), spark)
+        frames.append(rows.withColumn(COMMIT_VERSION, F.lit(version).cast("long")))
+    found = frames[0]
+    for frame in frames[1:]:
+        found = found.unionByName(frame)
+    return found
 
 
 def read_changes(spark: SparkSession, path: str, first: int, last: int) -> DataFrame:

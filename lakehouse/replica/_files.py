@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lakehouse.errors import InvalidInputError
+from lakehouse.jvm import list_items
 from lakehouse.versioned.segments import SEGMENT_COL
 
 _COPY_THREADS = 8
@@ -63,7 +64,7 @@ def changes(spark: SparkSession, source_path: str, first: int, last: int) -> Fil
         entry = versions.next()
         if int(entry._1()) > last:
             break
-        for action in scala.asJava(entry._2()):
+        for action in list_items(scala.asJava(entry._2())):
             if _kind(action) in ("AddFile", "RemoveFile"):
                 file = _identity(action)
                 existed.setdefault(file, is_removal(action))

@@ -31,6 +31,9 @@ _DROP_OPERATION = "drop_partitions"
 _NO_ROW_CHANGES = frozenset(
     {"SET TBLPROPERTIES", "ADD COLUMNS", "OPTIMIZE", "VACUUM START", "VACUUM END", "CREATE TABLE"}
 )
+#: Operations that change no schema but by adding columns (schema evolution); appends too (:data:`_APPENDS`).
+_SCHEMA_KEEPING = frozenset({"MERGE", "DELETE", "OPTIMIZE", "VACUUM START", "VACUUM END"})
+_APPENDS = frozenset({"WRITE", "STREAMING UPDATE"})
 #: MERGE metrics that are all 0 when the MERGE only inserted rows (its files are new ones only).
 _MERGE_CHANGES = ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetFilesRemoved")
 #: Metrics counting the rows a commit wrote (an append's, a MERGE's inserted and updated ones).
@@ -181,6 +184,24 @@ def inserts_only(commits: list[Commit], first: int, last: int) -> bool:
 def each_inserts_only(commits: list[Commit], versions: list[int]) -> bool:
     """Whether each of the commits ``versions`` only inserted rows (:func:`inserts_only` of each)."""
     return all(inserts_only(commits, version, version) for version in versions)
+
+
+def keeps_schema(commits: list[Commit], first: int, last: int) -> bool:
+    """Whether the table's schema at ``last`` is the one at ``first - 1`` or that one with columns added,
+    by the commit infos of ``first .. last`` (both inclusive; True for an empty range).
+
+    True when each of them is in ``commits`` and is an append, a MERGE, a DELETE, ``OPTIMIZE`` or
+    ``VACUUM``: those change a schema only by adding columns (schema evolution), if at all. False means
+    "not known from the metadata" (a table property, a column change, an overwrite).
+    """
+    in_range = [c for c in commits if first <= c.version <= last]
+    return len(in_range) == max(0, last - first + 1) and all(_keeps_schema(c) for c in in_range)
+
+
+def _keeps_schema(commit: Commit) -> bool:
+    if commit.operation in _SCHEMA_KEEPING:
+        return True
+    return commit.operation in _APPENDS and _inserts_only(commit)
 
 
 def _inserts_only(commit: Commit) -> bool:

@@ -474,6 +474,17 @@ class Replica:
             if after < c.version <= last and _history.logical_role(c, app_id) == _history.WRITE
         ]
 
+    def _inserted(self, commits: list[_history.Commit], versions: list[int]) -> DataFrame | None:
+        """The shard's rows that the source's insert-only commits ``versions`` added
+        (:func:`_changes.inserted_rows`, read with the metadata of the source's snapshot at the sync's
+        start), or None when a commit after them may have changed the schema (then the Change Data Feed
+        reads them with their own version's)."""
+        snapshot = latest_snapshot(self.spark, self.source_path)
+        if not _history.keeps_schema(commits, max(versions) + 1, int(snapshot.version())):
+            return None
+        rows = _changes.inserted_rows(self.spark, snapshot, versions)
+        return rows.where(self._kind().in_shard(self.shard, rows.schema))
+
     def _changes_of(self, versions: list[int]) -> DataFrame:
         """The shard's Change Data Feed of the source ``versions`` (one read per run of consecutive ones)."""
         frames = [self._changes(first, last) for first, last in _logical.runs(versions)]
@@ -696,7 +707,9 @@ class Replica:
         replica's own state ``before`` it; returns the rows it wrote."""
         snapshot = latest_snapshot(self.spark, self.path)
         inserts_only = _history.each_inserts_only(commits, versions)
-        written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
+        written = self._inserted(commits, versions) if inserts_only else None
+        if written is None:
+            written = _logical.written_versions(self._changes_of(versions), kind.identity, inserts_only)
         columns = snapshot_schema(snapshot).fieldNames()
         pending = _logical.as_pending(written, kind.identity, columns, net=len(versions) > 1)
         options = delta_ops.commit_options(*commit)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse import delta_ops
 from lakehouse.dedup import Deduplicator
 from lakehouse.errors import InvalidInputError, ReadOnlyReplicaError
 from lakehouse.replica import (
@@ -50,6 +51,7 @@ from tests.versioned.helpers import at, create_store
 
 HOUR = timedelta(hours=1)
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+MAPPING_DEFAULT = "spark.databricks.delta.properties.defaults.columnMapping.mode"
 SLOW_SETTINGS = settings(
     max_examples=2,
     deadline=None,
@@ -235,6 +237,30 @@ def test_a_shard_replica_appends_batches_to_its_pending_partition_and_a_seal_cop
     pending = replica.table().where(F.col("segment") == F.lit(PENDING_SEGMENT)).count()
     assert replica.seal().rows_written >= pending == 5  # its own seal, on its own schedule
     assert replica.table().where(F.col("segment") == F.lit(PENDING_SEGMENT)).count() == 0
+    assert_follows_source(replica)
+
+
+def test_a_shard_replica_reads_batches_of_a_column_mapped_source_by_its_metadata(
+    spark: SparkSession, tmp_path
+) -> None:
+    # A batch's rows are read from the files it added, with the source's metadata at the sync's start
+    # when no commit after the batch may have changed the schema (else from its Change Data Feed). The
+    # source's files name its columns by physical names (col-<uuid>) that only its metadata maps.
+    with delta_ops.session_confs(spark, {MAPPING_DEFAULT: "name"}):
+        store, replica = synced_replica(spark, tmp_path, Shard(0, 1))
+    data_file = next(Path(store.path).rglob("*.parquet"))
+    assert all(c.startswith("col-") for c in spark.read.parquet(str(data_file)).columns)
+    put(store, [("c", "y", 10, 0, 2), ("d", "y", 11, 0, 3)], 1)
+    with no_reinit():
+        assert replica.sync().rows == 2
+    assert_follows_source(replica)
+    put(store, [("c", "z", 12, 0, 4)], 2)
+    put(store, [("e", "x", 13, 0, 5)], 3)
+    # Read by the feed: a commit after the batches set a property.
+    retention = "'delta.logRetentionDuration' = '60 days'"
+    spark.sql(f"ALTER TABLE delta.`{store.path}` SET TBLPROPERTIES ({retention})")
+    with no_reinit():
+        assert replica.sync().rows == 2
     assert_follows_source(replica)
 
 
