@@ -14,7 +14,8 @@ copies of the source's files, replaying the range's file actions):
   checkpoint moves on without copying a row; the whole-table replica copies the seal's new files.
 - **both**: another batch and its seal, synced as one range.
 
-Between rounds every replica runs its own maintenance (the shard replica seals itself), untimed. Then
+Between rounds every replica runs its own maintenance (``Replica.maintain``: the shard replica seals
+itself, each writes its Delta checkpoint when 10 commits follow the last), untimed. Then
 the large store is restored from nothing into ``--rounds`` fresh replicas of each kind (timed). Every figure
 is the median run; each incremental sync is compared with its kind's cold restore, and the large store's
 with the small store's. A tiny store is synced every way first (untimed), so no timed sync pays the JVM's
@@ -60,6 +61,7 @@ SCHEMA = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.Do
 STEP_S = 1800
 RETENTION = timedelta(days=365)
 INTERVAL = timedelta(hours=6)
+VACUUM_INTERVAL = timedelta(days=1)
 #: The replica kinds compared: (label, shard).
 KINDS = (("Shard(0, 1), logical changelog", Shard(0, 1)), ("whole table, file copies", None))
 #: The change cases of a round.
@@ -208,7 +210,8 @@ def round_of(spark: SparkSession, store: VersionedStore, replicas: list[Replica]
         runs = [timed(spark, f"{case}_{name}_{n}_{i}", r.sync) for i, r in enumerate(replicas)]
         floor = None if written is None else floor_copy(spark, store.path, written, f"{store.path}_floor")
         found[case] = (runs, [last_commit(spark, r.path) for r in replicas], floor)
-    replicas[0].seal()  # the shard replica's own maintenance, on its own schedule
+    for replica in replicas:  # their own maintenance, on the due rules (the shard replica seals itself)
+        replica.maintain(seal_min_rows=1, optimize_min_files=0, vacuum_interval=VACUUM_INTERVAL)
     return found
 
 

@@ -79,7 +79,7 @@ from lakehouse.errors import (
     LakehouseInternalError,
     ReplayMismatchWarning,
 )
-from lakehouse.jvm import jvm_class
+from lakehouse.jvm import jvm_class, list_items
 from lakehouse.log_store import warn_unless_arbitrated
 
 METADATA_KEY = "lakehouse"
@@ -593,7 +593,7 @@ def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -
         log = snapshot.deltaLog()
         defaults = [getattr(log, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
         snapshot = log.getSnapshotAt(version, *defaults)
-    return list(snapshot.allFiles().collectAsList())
+    return list_items(snapshot.allFiles().collectAsList())
 
 
 def snapshot_schema(snapshot: Any) -> T.StructType:

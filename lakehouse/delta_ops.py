@@ -6,6 +6,7 @@ replica's commits (which copy a source's metadata) use :func:`commit_options` an
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -146,14 +147,18 @@ def table_metadata(spark: SparkSession, path: str) -> TableMetadata:
     Read from the snapshot Delta keeps per session (no Spark job, unlike ``DESCRIBE DETAIL``, which also
     counts the snapshot's files).
     """
-    metadata = latest_snapshot(spark, path).metadata()
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    convert = jvm.scala.jdk.javaapi.CollectionConverters
+    return metadata_of(str(latest_snapshot(spark, path).metadata().json()))
+
+
+def metadata_of(text: str) -> TableMetadata:
+    """:class:`TableMetadata` of a Delta ``metaData`` action serialized as Delta writes it in its log
+    (``Metadata.json()``: one JVM call for the whole action, where reading its maps and lists through
+    Py4J costs round trips per item)."""
+    action = json.loads(text)["metaData"]
     return TableMetadata(
-        id=str(metadata.id()),
-        properties={str(k): str(v) for k, v in dict(convert.asJava(metadata.configuration())).items()},
-        partition_columns=tuple(str(c) for c in convert.asJava(metadata.partitionColumns())),
+        id=str(action["id"]),
+        properties={str(k): str(v) for k, v in (action.get("configuration") or {}).items()},
+        partition_columns=tuple(str(c) for c in action.get("partitionColumns") or ()),
     )
 
 

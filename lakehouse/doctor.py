@@ -20,6 +20,7 @@ from lakehouse.catalog import hadoop_fs, hadoop_path, path_exists
 from lakehouse.commit_log import latest_snapshot
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import DamagedTableError, LakehouseInternalError
+from lakehouse.jvm import list_items
 from lakehouse.paths import resolve_path
 from lakehouse.schemas import load_schema
 
@@ -136,7 +137,7 @@ def table_health(spark: SparkSession, path: str) -> TableHealth:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     root, fs = hadoop_path(spark, path), hadoop_fs(spark, path)
-    adds = list(snapshot.allFiles().collectAsList())
+    adds = list_items(snapshot.allFiles().collectAsList())
     missing = [
         add.path()
         for add in adds

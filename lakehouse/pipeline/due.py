@@ -17,6 +17,8 @@ ran within ``vacuum_interval``); when the commits cannot tell, the task is due.
   is younger than its file retention (no file can be old enough to delete).
 - **optimize** (any table): due when the commits since its last OPTIMIZE added ``optimize_min_files``
   files or more (the files compaction would merge).
+- **checkpoint** (a replica, whose syncs leave checkpoints to its maintenance): due when its log holds
+  :data:`CHECKPOINT_EVERY` commits or more after its newest checkpoint (Delta's own default interval).
 """
 
 from __future__ import annotations
@@ -139,6 +141,21 @@ def vacuum_due(
         said = f"the table is younger than its file retention ({_span(file_retention)})"
         return Due(False, f"created less than its file retention ({file_retention}) ago", said)
     return Due(True, "no VACUUM within vacuum_interval")
+
+
+#: Commits after a table's newest checkpoint that make :func:`checkpoint_due` due (Delta's default
+#: ``delta.checkpointInterval``).
+CHECKPOINT_EVERY = 10
+
+
+def checkpoint_due(version: int, checkpoint_version: int, every: int = CHECKPOINT_EVERY) -> Due:
+    """Whether a Delta checkpoint is due on a table at ``version`` whose newest checkpoint is at
+    ``checkpoint_version`` (-1: none): ``every`` commits or more after it, each replayed one by one by
+    whoever reads the table's newest snapshot without it."""
+    after = version - checkpoint_version if checkpoint_version >= 0 else version + 1
+    where = f"checkpoint at version {checkpoint_version}" if checkpoint_version >= 0 else "checkpoint"
+    reason = f"{after} commits after the newest {where} (every {every})"
+    return Due(after >= every, reason, f"{after} of {every} commits since the last checkpoint")
 
 
 def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:

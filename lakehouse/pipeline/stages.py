@@ -276,7 +276,8 @@ def maintain(run: Run) -> list[BatchMetrics]:
 
 
 def _maintain_replicas(run: Run, details: dict[str, object]) -> None:
-    """The store's registered replicas seal, compact and vacuum themselves on the store's due rules."""
+    """The store's registered replicas seal, compact, vacuum and checkpoint themselves on the store's due
+    rules."""
     spec = run.spec
     replicas = maintain_replicas(
         run.spark, spec.tables.store, spec.seal_min_rows, spec.optimize_min_files, spec.vacuum_interval

@@ -64,6 +64,7 @@ from lakehouse.commit_log import (
     snapshot_schema,
 )
 from lakehouse.errors import InvalidInputError, first_line
+from lakehouse.jvm import jvm_class
 from lakehouse.paths import resolve_path
 from lakehouse.replica import _changes, _files, _history, _logical
 from lakehouse.replica._source import Shard, SourceKind, source_kind
@@ -113,6 +114,9 @@ _FILES_PER_STATE_PARTITION = 50_000
 # The replica's newest commits read first when looking for its last own commit (the newest one first, then
 # these, then all of them if needed).
 _RECENT_COMMITS = 20
+# A replica's delta.checkpointInterval: its syncs seldom pay a checkpoint (a Spark job writing the whole
+# file list); its maintain writes one every CHECKPOINT_EVERY commits (lakehouse.pipeline.due).
+_SYNC_CHECKPOINT_INTERVAL = 100
 _STREAM_TIME = STORE_STATE_FIELDS[0]
 
 
@@ -223,7 +227,10 @@ class Replica:
             }
         )
         schema = self.spark.read.format("delta").load(self.source_path).schema
-        delta_ops.ensure_table(self.spark, self.path, schema, partition_by=partitions, properties=own)
+        checkpoints = {"delta.checkpointInterval": str(_SYNC_CHECKPOINT_INTERVAL)}
+        delta_ops.ensure_table(
+            self.spark, self.path, schema, partition_by=partitions, properties=own, created_with=checkpoints
+        )
 
     def unregister(self) -> None:
         """Stop the source's VACUUM from keeping changes for this replica (the replica stays as it is)."""
@@ -364,14 +371,16 @@ class Replica:
     def maintain(
         self, seal_min_rows: int, optimize_min_files: int, vacuum_interval: timedelta
     ) -> dict[str, str]:
-        """Seal, compact (``OPTIMIZE``) and VACUUM the replica on the source's due rules
+        """Seal, compact (``OPTIMIZE``), VACUUM and checkpoint the replica on the source's due rules
         (:mod:`lakehouse.pipeline.due`, from the replica's own commits); returns each task run or skipped
-        with why. A replica that mirrors its source (a whole table's files, a dedup index's rows) only
-        compacts and vacuums: what it holds is already as compact as the source made it.
+        with why. A replica that mirrors its source (a whole table's files, a dedup index's rows) does not
+        seal: what it holds is already as compact as the source made it. Its syncs leave Delta checkpoints
+        to this, as they leave it sealing (a replica is created with a ``delta.checkpointInterval`` of
+        :data:`_SYNC_CHECKPOINT_INTERVAL`).
         """
         # Imported here: the pipeline package imports the replica package.
         from lakehouse.history import recent_commits
-        from lakehouse.pipeline.due import optimize_due, seal_due, vacuum_due
+        from lakehouse.pipeline.due import checkpoint_due, optimize_due, seal_due, vacuum_due
 
         done: dict[str, str] = {}
         commits = recent_commits(self.spark, self.path)
@@ -390,6 +399,12 @@ class Replica:
         if due:
             self._vacuum(retention)
         done["vacuum"] = "done" if due else f"skipped, {due.said}"
+        snapshot = latest_snapshot(self.spark, self.path)
+        checkpointed = int(snapshot.logSegment().checkpointProvider().version())
+        due = checkpoint_due(int(snapshot.version()), checkpointed)
+        if due:
+            snapshot.deltaLog().checkpoint(snapshot, jvm_class(self.spark, "scala.Option").empty())
+        done["checkpoint"] = "done" if due else f"skipped, {due.said}"
         return done
 
     def _own_store(self) -> VersionedStore:
@@ -425,9 +440,8 @@ class Replica:
     def _current_source_id(self) -> str:
         """The source table's id now (its newest metadata, which also refreshes what :meth:`_kind` knows)."""
         text = str(latest_snapshot(self.spark, self.source_path).metadata().json())
-        # Converted to Python only when it changed: that costs a py4j call per property.
         if self._source is None or text != self._source[0]:
-            metadata = delta_ops.table_metadata(self.spark, self.source_path)
+            metadata = delta_ops.metadata_of(text)
             self._source = (text, metadata, source_kind(self.source_path, dict(metadata.properties)))
         return self._source[1].id
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lakehouse.history import Commit, lowest_partition
-from lakehouse.pipeline.due import optimize_due, seal_due, vacuum_due
+from lakehouse.pipeline.due import checkpoint_due, optimize_due, seal_due, vacuum_due
 
 NOW = datetime(2024, 3, 1, tzinfo=UTC)
 APP = "lakehouse.versioned_store"
@@ -85,3 +85,11 @@ def test_a_seal_is_due_once_the_pending_writes_since_the_last_seal_added_seal_mi
     assert "500 rows written to the pending partition since the last seal" in skipped.reason
     assert seal_due(0, commits, 1).reason == "nothing pending" and not seal_due(0, commits, 1)
     assert seal_due(3, [third, second], 10**9)  # older pending writes are not among the commits: due
+
+
+def test_a_checkpoint_is_due_once_the_log_holds_every_commits_after_the_newest_one() -> None:
+    assert not checkpoint_due(8, -1, every=10)  # versions 0..8: 9 commits, none checkpointed
+    assert checkpoint_due(9, -1, every=10)
+    assert not checkpoint_due(29, 20, every=10)  # 21..29 after the checkpoint at 20
+    due = checkpoint_due(30, 20, every=10)
+    assert due and due.said == "10 of 10 commits since the last checkpoint"

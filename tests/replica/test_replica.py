@@ -19,8 +19,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import delta_ops
+from lakehouse.commit_log import latest_snapshot
 from lakehouse.dedup import Deduplicator
 from lakehouse.errors import InvalidInputError, ReadOnlyReplicaError
+from lakehouse.pipeline.due import CHECKPOINT_EVERY
 from lakehouse.replica import (
     ChangeDataFeedDisabledError,
     Replica,
@@ -283,6 +285,23 @@ def test_maintain_seals_compacts_and_vacuums_registered_replicas_on_the_due_rule
     with no_reinit():
         shard.sync()
     assert_follows_source(shard)
+    assert done[shard.path]["checkpoint"].startswith("skipped, ")
+    for n in range(CHECKPOINT_EVERY):  # source commits that change no read: each sync commits its checkpoint
+        spark.sql(f"ALTER TABLE delta.`{store.path}` SET TBLPROPERTIES ('note' = '{n}')")
+        shard.sync()
+    assert checkpoint_version(spark, shard.path) == -1  # its syncs wrote none (their interval is 100)
+    done = maintain_replicas(spark, store.path, seal_min_rows=1, optimize_min_files=0, vacuum_interval=HOUR)
+    assert done[shard.path]["checkpoint"] == "done"
+    assert checkpoint_version(spark, shard.path) == latest_version(spark, shard.path)
+
+
+def checkpoint_version(spark: SparkSession, path: str) -> int:
+    """The version of the newest checkpoint in the table's log (-1: none)."""
+    return int(latest_snapshot(spark, path).logSegment().checkpointProvider().version())
+
+
+def latest_version(spark: SparkSession, path: str) -> int:
+    return int(latest_snapshot(spark, path).version())
 
 
 def test_replica_refuses_writes_and_a_source_without_change_feed_is_refused(
