@@ -100,7 +100,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         overrides={
             "warehouse": str(warehouse),
             "log_level": "ERROR",
-            "driver_memory": "2g",
+            # 2g ran out late in full runs (a broadcast of 3 rows refused, 2026-11-29): each worker's one
+            # session keeps every table's Delta snapshot state it touched.
+            "driver_memory": "3g",
             "extra_packages": hadoop_aws_coordinate(),  # s3a:// for the object-store tests
         },
     )
