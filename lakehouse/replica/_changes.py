@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse.jvm import jvm_class, list_items
+from lakehouse.replica._files import action_kind
 
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -53,7 +54,7 @@ def inserted_rows(spark: SparkSession, snapshot: Any, versions: Sequence[int]) -
             continue
         added = jvm_class(spark, "java.util.ArrayList")()
         for action in list_items(scala.asJava(commit._2())):
-            if action.getClass().getSimpleName() == "AddFile" and action.dataChange():
+            if action_kind(action) == "AddFile" and action.dataChange():
                 added.add(action)
         rows = DataFrame(log.createDataFrame(snapshot, scala.asScala(added).toList(), False, none), spark)
         frames.append(rows.withColumn(COMMIT_VERSION, F.lit(version).cast("long")))

@@ -65,7 +65,7 @@ def changes(spark: SparkSession, source_path: str, first: int, last: int) -> Fil
         if int(entry._1()) > last:
             break
         for action in list_items(scala.asJava(entry._2())):
-            if _kind(action) in ("AddFile", "RemoveFile"):
+            if action_kind(action) in ("AddFile", "RemoveFile"):
                 file = _identity(action)
                 existed.setdefault(file, is_removal(action))
                 last_action[file] = action
@@ -116,7 +116,7 @@ def copy_files(
     absolute = jvm.org.apache.spark.sql.delta.util.DeltaFileOperations.absolutePath
     pairs: dict[str, tuple[Any, Any]] = {}  # by target path
     for action in actions:
-        if _kind(action) != "AddFile":
+        if action_kind(action) != "AddFile":
             continue
         if action.path() not in held:
             target_file = absolute(target_path, action.path())
@@ -145,7 +145,7 @@ def copy_files(
 
 def is_removal(action: Any) -> bool:
     """Whether ``action`` is a ``RemoveFile``."""
-    return _kind(action) == "RemoveFile"
+    return action_kind(action) == "RemoveFile"
 
 
 def segment_of(action: Any) -> int | None:
@@ -154,7 +154,8 @@ def segment_of(action: Any) -> int | None:
     return None if not value.isDefined() or value.get() is None else int(value.get())
 
 
-def _kind(action: Any) -> str:
+def action_kind(action: Any) -> str:
+    """The class name of a Delta log action (``AddFile``, ``RemoveFile``, ``AddCDCFile``, ...)."""
     return str(action.getClass().getSimpleName())
 
 
