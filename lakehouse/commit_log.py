@@ -588,12 +588,37 @@ def checked_transaction(spark: SparkSession, path: str) -> Any:
 def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -> list[Any]:
     """The ``AddFile`` actions of the table at ``path`` (as of ``version``; default the latest), from its
     log (Delta's state reconstruction, no data file read)."""
+    return list_items(_snapshot_at(spark, path, version).allFiles().collectAsList())
+
+
+def snapshot_rows(spark: SparkSession, path: str, version: int, partition: str) -> int | None:
+    """The rows of the table at ``path`` (as of ``version``) in the files whose ``partition`` value is
+    NULL, from its log: the files' ``numRecords`` statistics less the rows their deletion vectors delete
+    (one small aggregate over the table's state, no data file read). None when a file has no statistics
+    (the rows must then be counted)."""
+    files = DataFrame(_snapshot_at(spark, path, version).allFiles().toDF(), spark)
+    records = F.get_json_object("stats", "$.numRecords").cast("long")
+    row = (
+        files.where(F.col("partitionValues")[partition].isNull())
+        .agg(
+            F.sum(records - F.coalesce(F.col("deletionVector.cardinality"), F.lit(0))).alias("rows"),
+            F.count_if(records.isNull()).alias("unknown"),
+        )
+        .first()
+    )
+    if row is None or row["unknown"]:
+        return None
+    return int(row["rows"] or 0)
+
+
+def _snapshot_at(spark: SparkSession, path: str, version: int | None) -> Any:
+    """The JVM snapshot of the table at ``path`` as of ``version`` (None: the latest)."""
     snapshot = latest_snapshot(spark, path)
     if version is not None and int(snapshot.version()) != version:
         log = snapshot.deltaLog()
         defaults = [getattr(log, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
         snapshot = log.getSnapshotAt(version, *defaults)
-    return list_items(snapshot.allFiles().collectAsList())
+    return snapshot
 
 
 def snapshot_schema(snapshot: Any) -> T.StructType:

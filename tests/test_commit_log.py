@@ -27,6 +27,7 @@ from lakehouse.commit_log import (
     prepare_append,
     prepare_concurrently,
     recorded_txn,
+    snapshot_rows,
 )
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
@@ -307,6 +308,27 @@ def test_append_if_commits_only_files_its_check_accepts(spark: SparkSession, tab
     other_columns = batch.withColumn("part", F.col("part").cast("long"))  # only Delta's writer appends it
     assert not append_if(other_columns, table_path, log.writer_options(2, {}), least_id_above(0))
     assert _rows(spark, table_path) == [(1, 0), (2, 1)]
+
+
+def test_snapshot_rows_are_the_rows_of_the_null_partition_less_those_deletion_vectors_delete(
+    spark: SparkSession, table_path: str
+) -> None:
+    ensure_table(
+        spark, table_path, SCHEMA, partition_by=("part",), properties={"delta.enableDeletionVectors": "true"}
+    )
+    rows = [(i, None if i % 3 else 1) for i in range(30)]
+    spark.createDataFrame(rows, SCHEMA).repartition(3).write.format("delta").mode("append").save(table_path)
+    DeltaTable.forPath(spark, table_path).delete("id % 2 = 0")  # marks rows deleted, rewrites no file
+    table = spark.read.format("delta").load(table_path)
+    version = latest_snapshot(spark, table_path).version()
+    assert snapshot_rows(spark, table_path, version, "part") == table.where("part IS NULL").count() == 10
+    assert snapshot_rows(spark, table_path, version - 1, "part") == 20  # before the DELETE
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        spark.createDataFrame([(99, None)], SCHEMA).write.format("delta").mode("append").save(table_path)
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    assert snapshot_rows(spark, table_path, version + 1, "part") is None  # a file without statistics
 
 
 def test_append_to_table_fails_when_another_commit_of_its_app_id_landed_first(

@@ -7,8 +7,11 @@ The outline (each step a function below):
    partition time (the struct :data:`~lakehouse.ordering.ORDER_COL` is sorted on it first), so stream time
    at a record is ``greatest(stream time before the batch, partition time)``, for one global task too.
 2. :func:`live_entries`: the index entries not expired at the start of the batch, pruned to the live
-   buckets by literal bounds. At most one row per (task, id) is live: a forwarded record is saved only
-   when the previous entry of its id has already expired (see ``deduplicator.py``).
+   buckets by literal bounds, and to the batch's range of ids (:func:`id_bounds`) by literal bounds too:
+   an entry outside it matches no record, and Delta skips the index files whose id statistics lie outside
+   it (ids that grow with time touch the newest files only; random ids read every live file). At most one
+   row per (task, id) is live: a forwarded record is saved only when the previous entry of its id has
+   already expired (see ``deduplicator.py``).
 3. :func:`annotate`: each record with its id's live entry (left join) and the number of records of its
    (task, id) in the batch (a window over the join's own partitioning and sort order: the records are
    shuffled by id once; records with a null id are spread, see there). The caller persists the result:
@@ -26,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lakehouse.dedup.settings import (
     BUCKET_COL,
@@ -54,6 +59,8 @@ _JOIN_TASK = "_lh_join_task"
 _SPREAD_WAYS = 1024
 _N = "_lh_n"
 _CAUSE_TYPE = "struct<t:bigint,p:int,o:bigint>"
+#: Id column types whose bounds round-trip exactly through a Python literal (so they can prune files).
+_BOUNDED_TYPES = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType)
 _OUT_TYPE = f"array<struct<d:int,c:{_CAUSE_TYPE}>>"
 
 
@@ -88,20 +95,39 @@ def prepare(df: DataFrame, settings: DedupSettings, stream_times: Mapping[int, i
     )
 
 
-def live_entries(index: DataFrame, settings: DedupSettings, stream_times: Mapping[int, int]) -> DataFrame:
-    """Entries not expired at the start of the batch: ``entry_ts >= stream_time(task) - interval``.
+def id_bounds(df: DataFrame, by: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+    """The smallest and largest non-null value of each id column of ``df`` whose type bounds exactly
+    (strings, integers, dates; others are left out): one small aggregate over the batch. ``(None, None)``
+    for a column that is NULL in every record (then no record has an id)."""
+    bounded = [c for c in by if isinstance(df.schema[c].dataType, _BOUNDED_TYPES)]
+    if not bounded:
+        return {}
+    row = df.agg(*[F.struct(F.min(c), F.max(c)).alias(c) for c in bounded]).first()
+    return {} if row is None else {c: (row[c][0], row[c][1]) for c in bounded}
 
-    The bucket bound is a literal (partition pruning); a task never seen has no entry.
+
+def live_entries(
+    index: DataFrame,
+    settings: DedupSettings,
+    stream_times: Mapping[int, int],
+    bounds: Mapping[str, tuple[Any, Any]],
+) -> DataFrame:
+    """Entries not expired at the start of the batch (``entry_ts >= stream_time(task) - interval``) whose
+    id lies within the batch's ``bounds`` (:func:`id_bounds`; both ends inclusive): the others match no
+    record of the batch.
+
+    The bucket and id bounds are literals (partition pruning, and file skipping on the index's id
+    statistics); a task never seen has no entry.
     """
-    if not stream_times:
+    if not stream_times or any(low is None for low, _ in bounds.values()):
         return index.where(F.lit(False)).select(*_entry_columns(settings))
     first_live = (min(stream_times.values()) - settings.interval_us) // settings.bucket_us
     bound = stream_time_before(F.col(TASK_COL), stream_times) - F.lit(settings.interval_us)
-    return (
-        index.where(F.col(BUCKET_COL) >= F.lit(first_live))
-        .where(F.unix_micros(ENTRY_TS_COL) >= bound)
-        .select(*_entry_columns(settings))
-    )
+    live = index.where(F.col(BUCKET_COL) >= F.lit(first_live)).where(F.unix_micros(ENTRY_TS_COL) >= bound)
+    for column, (low, high) in bounds.items():
+        typed = index.schema[column].dataType  # literals of the column's type: the column stays unwrapped
+        live = live.where(F.col(column).between(F.lit(low).cast(typed), F.lit(high).cast(typed)))
+    return live.select(*_entry_columns(settings))
 
 
 def _entry_columns(settings: DedupSettings) -> list[Column]:

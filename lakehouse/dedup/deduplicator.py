@@ -393,7 +393,7 @@ class Deduplicator:
         self._check_input(df)
         new, version, stream_times, committed = self._read_point(batch_id)
         prepared = _resolve.prepare(df, self.settings, stream_times)
-        live = self._live_entries(version, stream_times, df.schema)
+        live = self._live_entries(version, stream_times, df)
         self._release()
         # The batch is ordered, joined with its entries, shuffled by id and decided once; every consumer
         # below (summary, index append, quarantine, the forwarded records) reads this cache, so the appends'
@@ -492,15 +492,18 @@ class Deduplicator:
         version = found[0] - 1
         return False, version, _stream_times(self._log.state_at(version)), found[1]
 
-    def _live_entries(self, version: int, stream_times: dict[int, int], schema: T.StructType) -> DataFrame:
+    def _live_entries(self, version: int, stream_times: dict[int, int], df: DataFrame) -> DataFrame:
+        """The live entries of the index at ``version`` that batch ``df`` can match (see
+        :func:`_resolve.live_entries`)."""
         index = self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
         if len(self._stored_id_schema().fields) == len(self.settings.by):
-            return _resolve.live_entries(index, self.settings, stream_times)
+            bounds = _resolve.id_bounds(df, self.settings.by) if stream_times else {}
+            return _resolve.live_entries(index, self.settings, stream_times, bounds)
         # The first batch adds the id columns: no entry exists yet.
         empty = T.StructType(
             [
                 T.StructField(TASK, T.IntegerType()),
-                *[schema[c] for c in self.settings.by],
+                *[df.schema[c] for c in self.settings.by],
                 T.StructField("_lh_e_t", T.LongType()),
                 T.StructField("_lh_e_p", T.IntegerType()),
                 T.StructField("_lh_e_o", T.LongType()),

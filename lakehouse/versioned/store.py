@@ -55,6 +55,7 @@ from lakehouse.commit_log import (
     append_to_table,
     commit_metrics,
     require_writer_name,
+    snapshot_rows,
 )
 from lakehouse.damage import names_missing_files
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError, first_line
@@ -579,13 +580,12 @@ class VersionedStore:
         unpend = pending.select(*keys, VALID_FROM, F.lit(True).alias(_UNPEND))
         stream_time_us = _stream_time_of(recorded)
         assert stream_time_us is not None  # pending rows were accepted, so stream time is set
-        latest = self._snapshot(recorded.version).where(F.col(SEGMENT_COL).isNull())
         state = {
             **recorded.state,
             _SEALED_WRITES: int(recorded.state.get(_PENDING_WRITES, 0)),
             _SEAL_STREAM_TIME: stream_time_us,
             _SEALED_ROWS: int(recorded.state.get(_PENDING_ROWS, 0)),
-            _LIVE_KEYS: latest.count(),
+            _LIVE_KEYS: self._live_keys(recorded.version),
         }
         first = self._region_from(recorded.state)
         extra = {"operation": SEAL_OPERATION}
@@ -696,6 +696,14 @@ class VersionedStore:
     def _snapshot(self, version: int) -> DataFrame:
         """The table's physical rows at ``version``."""
         return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+
+    def _live_keys(self, version: int) -> int:
+        """The live keys at ``version``: the rows of its latest versions (segment NULL), by the files'
+        statistics (counted when a file has none)."""
+        rows = snapshot_rows(self.spark, self.path, version, SEGMENT_COL)
+        if rows is None:
+            return self._snapshot(version).where(F.col(SEGMENT_COL).isNull()).count()
+        return rows
 
     def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:
         """The result of a committed batch, from its commit (counts 0 once it left the retained log).

@@ -6,6 +6,7 @@ import warnings
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 from delta.tables import DeltaTable
@@ -65,6 +66,24 @@ def test_deduplicators_sharing_a_quarantine_and_a_sink_never_skip_each_others_ba
     two.run(frame(spark, _recs(("b", 0), ("b", 2)), ("id",)).withColumn("topic", F.lit("two")), 0, sink=sink)
     assert _values(spark, sink) == Counter({"a@0": 1, "b@0": 1})
     assert sorted(r["id"] for r in spark.read.format("delta").load(quarantine).collect()) == ["a", "b"]
+
+
+def test_a_batch_never_opens_the_index_files_of_ids_outside_its_own_range(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The entries a batch can match have ids within its own range: the index files whose id statistics lie
+    outside it are skipped, never opened (ids that grow with time read the newest files only)."""
+    index = str(tmp_path / "index")
+    dedup = Deduplicator.create(spark, index, by="id", interval=INTERVAL)
+    dedup.apply(frame(spark, _recs(("a1", 0), ("a2", 1)), ("id",)), 0).count()
+    dedup.apply(frame(spark, _recs(("b1", 2), ("b2", 3), first_offset=2), ("id",)), 1).count()
+    entries = spark.read.format("delta").load(index).select("id", F.input_file_name().alias("file"))
+    files = {r["id"][0]: r["file"] for r in entries.collect()}
+    assert files["a"] != files["b"]
+    Path(unquote(urlparse(files["a"]).path)).unlink()  # opening it would now fail the batch
+    forwarded = dedup.apply(frame(spark, _recs(("b2", 4), ("b3", 5), first_offset=4), ("id",)), 2)
+    assert labels(forwarded) == ["b3@5"]
+    assert dedup.stats is not None and dedup.stats.duplicates == 1
 
 
 def test_empty_and_all_duplicate_batches_record_their_batch_id(spark: SparkSession, table_path: str) -> None:
