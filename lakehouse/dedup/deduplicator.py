@@ -356,7 +356,10 @@ class Deduplicator:
                 _few_files(rows, stats.forwarded), recorded, {}, sole=sole, index=self.path
             )
 
-        _, stats = self._apply(df, recorded, sink_append)
+        try:
+            _, stats = self._apply(df, recorded, sink_append)
+        finally:
+            self._release()  # nothing reads the decided batch after its appends (apply's caller may)
         version, rows = _sink_commit(sink_log, recorded)
         self._stats = replace(stats, batch_id=batch_id, sink_rows=rows, sink_version=version)
         return self._stats

@@ -86,6 +86,23 @@ def test_a_batch_never_opens_the_index_files_of_ids_outside_its_own_range(
     assert dedup.stats is not None and dedup.stats.duplicates == 1
 
 
+def test_run_leaves_no_cache_of_its_batches_behind(spark: SparkSession, tmp_path: Path) -> None:
+    """A scheduled pipeline makes a deduplicator per run: what ``run`` cached of a batch is released by its
+    end, not by a next batch that never comes (one cache per run would pile up in a long-lived driver)."""
+
+    def cached() -> set[str]:
+        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()  # type: ignore[union-attr]
+        return {i.name() for i in infos if not i.name().startswith("Delta Table State")}
+
+    before = cached()
+    dedup = Deduplicator.create(spark, str(tmp_path / "index"), by="id", interval=INTERVAL)
+    sink = str(tmp_path / "sink")
+    dedup.run(frame(spark, _recs(("a", 0), ("b", 1)), ("id",)), 0, sink=sink)
+    dedup.run(frame(spark, _recs(("b", 2), ("c", 3), first_offset=2), ("id",)), 1, sink=sink)
+    assert _values(spark, sink) == Counter({"a@0": 1, "b@1": 1, "c@3": 1})
+    assert cached() - before == set()
+
+
 def test_empty_and_all_duplicate_batches_record_their_batch_id(spark: SparkSession, table_path: str) -> None:
     """19.9: a batch that saves nothing commits its id: a lower id is refused, a replay answers the same."""
     dedup = Deduplicator.create(spark, table_path, by="id", interval=INTERVAL)
