@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.errors import InvalidInputError, SchemaMismatchError
@@ -25,7 +26,9 @@ class VersionSource:
     ``horizon_us`` is ``stream_time - history_retention`` of a versioned store (None for a plain
     DataFrame, which has no retention): lookups at ``t < horizon`` are expired. ``interval_us`` is the
     store's segment interval (None: the frame is not partitioned by validTo segment). For a store,
-    ``frame`` and ``stream_time_us`` come from one Delta version, ``version``.
+    ``frame`` and ``stream_time_us`` come from one Delta version, ``version``. ``of_keys`` gives the
+    versions of only the keys of a small frame of keys (a store resolves its pending versions for those keys
+    alone); None: ``frame`` semi-joined with them.
     """
 
     frame: DataFrame
@@ -36,6 +39,13 @@ class VersionSource:
     interval_us: int | None
     stream_time_us: int | None = None
     version: int | None = None
+    of_keys: Callable[[DataFrame], DataFrame] | None = None
+
+    def versions_of(self, keys: DataFrame) -> DataFrame:
+        """The versions of the keys in ``keys`` (a small frame of the key columns), as ``frame`` has them."""
+        if self.of_keys is not None:
+            return self.of_keys(keys)
+        return self.frame.join(F.broadcast(keys), on=list(self.keys), how="left_semi")
 
 
 def source_of(store: VersionedStore | DataFrame, on: str | Sequence[str] | None) -> VersionSource:
@@ -62,6 +72,7 @@ def source_of(store: VersionedStore | DataFrame, on: str | Sequence[str] | None)
             store.settings.interval_us,
             stream_time_us,
             version,
+            lambda of: store.versions(version, of_keys=of),
         )
     if not keys:
         raise InvalidInputError("on= is required when the table side is a DataFrame")

@@ -26,7 +26,10 @@ small query runs only when a coarse group is hot: the exact hot keys (their 64-b
 records of the hot groups. The expiry rule is a join filter only when some record of the batch is expired.
 The table side is pruned with literal bounds from the batch: validTo segments below the batch's start (or
 below the retention horizon) are not read (Delta partition pruning), and versions starting after the
-batch's end are skipped by file statistics. An ordinary key is joined in one piece (each version read
+batch's end are skipped by file statistics. A batch of up to ``_KEYED_MAX_RECORDS`` records also has its
+distinct keys broadcast and only their versions read: a store picks those keys' rows before resolving its
+pending versions (:meth:`VersionedStore.versions` ``of_keys``), so neither that resolution nor the join
+shuffles the rows of every live key. An ordinary key is joined in one piece (each version read
 once, no duplication). A hot key (at least ``hot_events`` records in the batch) is split into time
 buckets of about ``hot_events / 64`` records, each version repeated once per bucket its validity covers,
 so its events and versions spread over many join tasks and each event is compared with the few versions
@@ -38,7 +41,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -59,6 +62,8 @@ _HOT_SPLIT = 64  # a hot key's time buckets hold about hot_events / _HOT_SPLIT e
 _HASH_GROUPS = 1 << 12  # records are counted per coarse hash group: a bounded aggregate, whatever the keys
 _HOT_FACTOR = 8  # a hot group (and a hot key) also has >= _HOT_FACTOR x the mean records per group
 _MAX_HOT_KEYS = 64
+#: Up to this many records, a batch's keys are broadcast and only their versions read (see the module doc).
+_KEYED_MAX_RECORDS = 250_000
 _HOW = ("left", "inner")
 _GROUP = "__asof_group"
 _STREAM_BUCKET = "__asof_stream_bucket"
@@ -207,6 +212,8 @@ def join_source(stream_df: DataFrame, source: VersionSource, options: JoinOption
             stats.expired_lookups,
             from_micros(source.horizon_us or 0),
         )
+    if 0 < stats.records <= _KEYED_MAX_RECORDS:
+        source = replace(source, frame=source.versions_of(_batch_keys(stream_df, source)))
     versions = _bucketed_versions(_pruned_versions(source, batch), source, renamed, batch, key_types)
     frame = _join(stream_df, versions, source, timestamp, how, renamed, batch)
     return AsOfJoinResult(frame, stats)
@@ -348,6 +355,11 @@ def _hot_widths(
         int(r[_GROUP]): max(1, math.ceil(span_us / math.ceil(int(r["n"]) / per_bucket)))
         for r in hot.limit(_MAX_HOT_KEYS).collect()
     }
+
+
+def _batch_keys(stream_df: DataFrame, source: VersionSource) -> DataFrame:
+    """The distinct non-null keys of the batch: only their versions can match."""
+    return stream_df.select(*source.keys).dropna().distinct()
 
 
 def _pruned_versions(source: VersionSource, batch: _Batch) -> DataFrame:

@@ -59,6 +59,7 @@ def versions_sql(
     interval_us: int,
     region_from: str | None,
     dialect: str = "spark",
+    few_keys: bool = False,
 ) -> str:
     """SQL of the store's versions (module doc) over ``table``, a table reference such as
     ``delta.`/lake/rates` VERSION AS OF 7``, whose columns are ``columns`` (in order).
@@ -75,7 +76,10 @@ def versions_sql(
     The table is scanned up to four times (each scan pruned by the filters a query puts on the result):
     the sealed rows below the region, the sealed rows of the region whose key has no pending row (``NOT
     EXISTS``: an anti join), and the region and pending rows of the pending keys (``EXISTS``: a semi
-    join), whose chains are resolved in one window per key.
+    join), whose chains are resolved in one window per key. With ``few_keys`` (the table holds the rows of
+    a few keys, as :meth:`VersionedStore.versions` picks them for a batch) every row of the region goes
+    through the window instead: two scans, no join (a sealed chain resolves to itself: each version's
+    ``valid_to`` is its successor's ``valid_from``).
     """
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
@@ -105,20 +109,23 @@ def versions_sql(
     below = ""
     if region_from is not None:
         below = f"SELECT {raw_columns} FROM src _lh_r WHERE {sealed} AND NOT {near}\nUNION ALL\n"
+    # The rows of keys without a pending row, as stored (none with few_keys: they go through the window).
+    unresolved = f"SELECT {raw_columns} FROM src _lh_r WHERE {sealed} AND {near} AND NOT {has_pending}"
+    in_chains, unresolved = (
+        (near, "") if few_keys else (f"{near} AND {has_pending}", f"{unresolved}\nUNION ALL\n")
+    )
     # A pending row sorts after a sealed one at the same valid_from, so the sealed one (next valid_from
     # equal to its own) is the replaced row.
     return f"""WITH src AS (SELECT * FROM {table}),
 chains AS (
   SELECT _lh_r.*, CASE WHEN _lh_r.{pending} THEN 1 ELSE 0 END AS {pending_flag}
-  FROM src _lh_r WHERE {near} AND {has_pending}
+  FROM src _lh_r WHERE {in_chains}
 ),
 resolved AS (
   SELECT *, lead(valid_from) OVER (PARTITION BY {key_list} ORDER BY valid_from, {pending_flag}) AS {next_from}
   FROM chains
 )
-{below}SELECT {raw_columns} FROM src _lh_r WHERE {sealed} AND {near} AND NOT {has_pending}
-UNION ALL
-SELECT {resolved_columns} FROM resolved
+{below}{unresolved}SELECT {resolved_columns} FROM resolved
 WHERE {next_from} IS NULL OR {next_from} <> valid_from"""
 
 

@@ -264,11 +264,15 @@ class VersionedStore:
         version."""
         return self.versions()
 
-    def versions(self, version: int | None = None) -> DataFrame:
+    def versions(self, version: int | None = None, of_keys: DataFrame | None = None) -> DataFrame:
         """Every version of the store as of the table's ``version`` (default: now), tombstones included:
         the store's columns, each version with its ``valid_to`` and ``segment``, pending versions
         resolved against sealed ones (:mod:`lakehouse.versioned.pending`), so the frame is the same before
         and after :meth:`seal` except for versions already expired.
+
+        ``of_keys``: a small frame of key columns; only the versions of its keys are returned, each key's
+        resolved from that key's rows alone (its rows are picked before any join or window: the cost of
+        resolving pending versions then follows those keys, not the store).
 
         Versions with ``valid_to`` at or before ``stream_time - R`` answer no read: those expired when a
         seal committed are not stored (pending ones are until the seal), the rest stay until
@@ -279,21 +283,28 @@ class VersionedStore:
             version, state = recorded.version, recorded.state
         else:
             state = self._log.state_at(version)
-        return self._versions(version, state)
+        return self._versions(version, state, of_keys)
 
-    def _versions(self, version: int, state: Mapping[str, Any]) -> DataFrame:
+    def _versions(
+        self, version: int, state: Mapping[str, Any], of_keys: DataFrame | None = None
+    ) -> DataFrame:
         """:meth:`versions` at ``version`` of state ``state`` (the table itself when nothing is pending)."""
+        rows = self._snapshot(version)
+        if of_keys is not None:
+            keys = list(self.settings.keys)
+            rows = rows.join(F.broadcast(of_keys.select(*keys)), on=keys, how="left_semi")
         if not has_pending(state):
-            return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+            return rows
         region_from = self._region_from(state)
         query = versions_sql(
-            table_reference(self.path, version),
+            "{rows}",
             self.schema.fieldNames(),
             self.settings.keys,
             self.settings.interval_us,
             None if region_from is None else str(region_from),
+            few_keys=of_keys is not None,
         )
-        return self.spark.sql(query)
+        return self.spark.sql(query, rows=rows)
 
     def _region_from(self, state: Mapping[str, Any]) -> int | None:
         """The first sealed segment that pending rows can change (None: any): that of ``stream_time - R``

@@ -123,6 +123,10 @@ def test_put_all_matches_model_for_random_sequences(
 
 def _assert_reads_match(store: VersionedStore, model: VersionedStoreModel, probes: list) -> None:
     assert_matches_model(store, model)
+    some = store.spark.createDataFrame([("a",), ("c",), (None,)], "k string")
+    of_some = store.versions(of_keys=some)  # resolved from those keys' rows alone
+    whole = store.versions().where(F.col("k").isin("a", "c"))
+    assert sorted(map(repr, of_some.collect())) == sorted(map(repr, whole.collect()))
     assert ms_of(store.stream_time) == model.stream_time
     for key, as_of in probes:
         expected = model.get(key, as_of)
