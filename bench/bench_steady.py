@@ -265,6 +265,16 @@ def tenths(cycles: list[Cycle], warmup: int) -> tuple[float, float, int]:
     return first, last, tenth
 
 
+def _seals(cycles: list[Cycle], warmup: int, tenth: int) -> str:
+    """The cycles of the first and of the last tenth that sealed the store (no pending row after them): a
+    seal costs several cycles' worth, so a tenth's mean depends on how many it holds."""
+    if any(c.pending_rows is None for c in cycles):
+        return "-"
+    steady = cycles[warmup:]
+    first, last = (sum(c.pending_rows == 0 for c in part) for part in (steady[:tenth], steady[-tenth:]))
+    return f"{first} / {last}"
+
+
 def report(contenders: list[Contender], sizes: Sizes, warmup: int, plot: str | None) -> list[str]:
     floor = next(c for c in contenders if _maintain(c) is None)
     done = min(len(c.cycles) for c in contenders)
@@ -274,8 +284,9 @@ def report(contenders: list[Contender], sizes: Sizes, warmup: int, plot: str | N
         f"transactions ({RESEND_SHARE:.0%} re-sent). {done} cycles; the first {warmup} are warm-up.",
         "",
         "| schedule | first tenth s/cycle | last tenth s/cycle | last / first (goal <= 1.2x) "
-        "| mean s/cycle | / floor's (goal <= 1.3x) | last tenth / floor's last tenth |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| seals in the first / last tenth | mean s/cycle | / floor's (goal <= 1.3x) "
+        "| last tenth / floor's last tenth |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     _, f_last, tenth = tenths(floor.cycles[:done], warmup)
     floor_mean = sum(c.seconds for c in floor.cycles[warmup:done]) / max(1, done - warmup)
@@ -283,7 +294,8 @@ def report(contenders: list[Contender], sizes: Sizes, warmup: int, plot: str | N
         first, last, _ = tenths(contender.cycles[:done], warmup)
         mean = sum(c.seconds for c in contender.cycles[warmup:done]) / max(1, done - warmup)
         lines.append(
-            f"| {contender.name} | {first:.1f} | {last:.1f} | **{last / first:.2f}x** | {mean:.1f} "
+            f"| {contender.name} | {first:.1f} | {last:.1f} | **{last / first:.2f}x** "
+            f"| {_seals(contender.cycles[:done], warmup, tenth)} | {mean:.1f} "
             f"| **{mean / floor_mean:.2f}x** | {last / f_last:.2f}x |"
         )
     lines += ["", f"A tenth is {tenth} cycle(s). Each stage's mean seconds, first tenth -> last tenth:", ""]

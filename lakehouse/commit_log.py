@@ -591,24 +591,34 @@ def snapshot_files(spark: SparkSession, path: str, version: int | None = None) -
     return list_items(_snapshot_at(spark, path, version).allFiles().collectAsList())
 
 
-def snapshot_rows(spark: SparkSession, path: str, version: int, partition: str) -> int | None:
+@dataclass(frozen=True)
+class PartitionRows:
+    """Rows of a table's files in one partition, by the files' statistics: ``rows`` read (the files'
+    ``numRecords`` less what their deletion vectors delete) and ``deleted`` (what they delete)."""
+
+    rows: int
+    deleted: int
+
+
+def partition_rows(spark: SparkSession, path: str, version: int, partition: str) -> PartitionRows | None:
     """The rows of the table at ``path`` (as of ``version``) in the files whose ``partition`` value is
-    NULL, from its log: the files' ``numRecords`` statistics less the rows their deletion vectors delete
-    (one small aggregate over the table's state, no data file read). None when a file has no statistics
-    (the rows must then be counted)."""
+    NULL, from its log (one small aggregate over the table's state, no data file read). None when a file
+    has no statistics (the rows must then be counted)."""
     files = DataFrame(_snapshot_at(spark, path, version).allFiles().toDF(), spark)
     records = F.get_json_object("stats", "$.numRecords").cast("long")
+    deleted = F.coalesce(F.col("deletionVector.cardinality"), F.lit(0))
     row = (
         files.where(F.col("partitionValues")[partition].isNull())
         .agg(
-            F.sum(records - F.coalesce(F.col("deletionVector.cardinality"), F.lit(0))).alias("rows"),
+            F.sum(records).alias("physical"),
+            F.sum(deleted).alias("deleted"),
             F.count_if(records.isNull()).alias("unknown"),
         )
         .first()
     )
     if row is None or row["unknown"]:
         return None
-    return int(row["rows"] or 0)
+    return PartitionRows(int(row["physical"] or 0) - int(row["deleted"] or 0), int(row["deleted"] or 0))
 
 
 def _snapshot_at(spark: SparkSession, path: str, version: int | None) -> Any:

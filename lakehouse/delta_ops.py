@@ -262,6 +262,28 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None = None)
     return int((ends[0].get("operationMetrics") or {}).get("numDeletedFiles", 0))
 
 
+#: Delta's OPTIMIZE rewrites every file smaller than this (``spark.databricks.delta.optimize.minFileSize``,
+#: 1 GB by default, so the whole of most tables each time); :func:`compact` passes this instead.
+COMPACTED_FILE_BYTES = 16 * 1024 * 1024
+_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
+
+
+def compact(spark: SparkSession, path: str, where: str | None = None) -> None:
+    """OPTIMIZE (bin-packing) the table at ``path``, rewriting only its files under
+    :data:`COMPACTED_FILE_BYTES` (and those whose deletion vectors delete many rows, as Delta does): a file
+    a compaction wrote at or above that size is left alone by the next, so each compaction costs about the
+    files added since the last, not the table. The session's own ``minFileSize`` wins when it sets one.
+    ``where``: a predicate on partition columns (only those partitions are compacted).
+
+    Runs in a clone of ``spark`` (its settings plus that bound).
+    """
+    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    if spark.conf.get(_MIN_FILE_SIZE, None) is None:
+        session.conf.set(_MIN_FILE_SIZE, str(COMPACTED_FILE_BYTES))
+    optimize = DeltaTable.forPath(session, path).optimize()
+    (optimize if where is None else optimize.where(where)).executeCompaction()
+
+
 def refuse_replica_writes(spark: SparkSession, path: str) -> None:
     """Raise :class:`ReadOnlyReplicaError` if the table at ``path`` is a replica (only its sync writes it)."""
     source = table_properties(spark, path).get(REPLICA_SOURCE_PROPERTY)

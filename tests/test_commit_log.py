@@ -19,15 +19,16 @@ from pyspark.sql import types as T
 from lakehouse.commit_log import (
     CommitLog,
     FileStats,
+    PartitionRows,
     append_if,
     append_to_table,
     commit_infos,
     latest_snapshot,
     parse_metadata,
+    partition_rows,
     prepare_append,
     prepare_concurrently,
     recorded_txn,
-    snapshot_rows,
 )
 from lakehouse.delta_ops import ensure_table
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError
@@ -310,7 +311,7 @@ def test_append_if_commits_only_files_its_check_accepts(spark: SparkSession, tab
     assert _rows(spark, table_path) == [(1, 0), (2, 1)]
 
 
-def test_snapshot_rows_are_the_rows_of_the_null_partition_less_those_deletion_vectors_delete(
+def test_partition_rows_are_the_rows_of_the_null_partition_less_those_deletion_vectors_delete(
     spark: SparkSession, table_path: str
 ) -> None:
     ensure_table(
@@ -321,14 +322,15 @@ def test_snapshot_rows_are_the_rows_of_the_null_partition_less_those_deletion_ve
     DeltaTable.forPath(spark, table_path).delete("id % 2 = 0")  # marks rows deleted, rewrites no file
     table = spark.read.format("delta").load(table_path)
     version = latest_snapshot(spark, table_path).version()
-    assert snapshot_rows(spark, table_path, version, "part") == table.where("part IS NULL").count() == 10
-    assert snapshot_rows(spark, table_path, version - 1, "part") == 20  # before the DELETE
+    assert table.where("part IS NULL").count() == 10
+    assert partition_rows(spark, table_path, version, "part") == PartitionRows(rows=10, deleted=10)
+    assert partition_rows(spark, table_path, version - 1, "part") == PartitionRows(20, 0)  # before it
     spark.conf.set("spark.databricks.delta.stats.collect", "false")
     try:
         spark.createDataFrame([(99, None)], SCHEMA).write.format("delta").mode("append").save(table_path)
     finally:
         spark.conf.unset("spark.databricks.delta.stats.collect")
-    assert snapshot_rows(spark, table_path, version + 1, "part") is None  # a file without statistics
+    assert partition_rows(spark, table_path, version + 1, "part") is None  # a file without statistics
 
 
 def test_append_to_table_fails_when_another_commit_of_its_app_id_landed_first(

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 
+from lakehouse import delta_ops
 from lakehouse.asof.grace import asof_join_with_grace
 from lakehouse.asof.join import asof_join_with_stats
 from lakehouse.assignment.job import assign_generation
@@ -257,7 +258,7 @@ def maintain(run: Run) -> list[BatchMetrics]:
         if DeltaTable.isDeltaTable(spark, path) and when(
             f"optimize {name}", optimize_due(recent_commits(spark, path), spec.optimize_min_files)
         ):
-            DeltaTable.forPath(spark, path).optimize().executeCompaction()
+            delta_ops.compact(spark, path)
             compacted.append(name)
     details["optimized"] = ",".join(compacted) or "none"
     if skipped:

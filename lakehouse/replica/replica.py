@@ -391,7 +391,7 @@ class Replica:
             commits = recent_commits(self.spark, self.path) if due else commits
         due = optimize_due(commits, optimize_min_files)
         if due:
-            DeltaTable.forPath(self.spark, self.path).optimize().executeCompaction()
+            delta_ops.compact(self.spark, self.path)
             commits = recent_commits(self.spark, self.path)
         done["optimize"] = "done" if due else f"skipped, {due.said}"
         retention = timedelta(hours=file_retention_hours(self.spark, self.path))

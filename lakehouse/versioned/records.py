@@ -66,6 +66,8 @@ class ExpireResult:
 @dataclass(frozen=True)
 class SealResult:
     """Outcome of :meth:`VersionedStore.seal`: the rows its MERGE inserted, updated or deleted (0: nothing
-    was pending, no commit)."""
+    was pending, no commit), and whether it then rewrote the latest versions' files (``purged``: their
+    deletion vectors had come to delete as many rows as they hold; a second commit, an OPTIMIZE)."""
 
     rows_written: int
+    purged: bool = False

@@ -49,13 +49,14 @@ from pyspark.sql import types as T
 from lakehouse import delta_ops
 from lakehouse.catalog import lakehouse_properties
 from lakehouse.commit_log import (
+    CONFLICTS,
     INPUT_FINGERPRINT,
     CommitLog,
     Recorded,
     append_to_table,
     commit_metrics,
+    partition_rows,
     require_writer_name,
-    snapshot_rows,
 )
 from lakehouse.damage import names_missing_files
 from lakehouse.errors import ConcurrentWriteError, InvalidInputError, LakehouseInternalError, first_line
@@ -106,6 +107,9 @@ _SEAL_STREAM_TIME = "seal_stream_time_us"
 _PENDING_ROWS = "pending_rows"
 _SEALED_ROWS = "sealed_rows"
 _LIVE_KEYS = "live_keys"
+#: A seal rewrites the latest versions' files once their deletion vectors delete this many rows per row
+#: they hold (:meth:`VersionedStore._purge_latest`).
+_PURGE_DELETED_PER_LIVE_ROW = 1.0
 #: Commit metadata fields that make up a store's state (replicas copy them).
 STATE_FIELDS = (
     _STREAM_TIME,
@@ -579,6 +583,11 @@ class VersionedStore:
         than once per batch. The seal also counts the live keys it read (the latest versions' rows), which
         the seal policy of ``put_all`` weighs the pending rows against. Fails with ``ConcurrentWriteError``,
         writing nothing, if another writer committed after the seal read the store.
+
+        The MERGE replaces the latest versions it moves by deletion vectors; once those delete as many rows
+        as the latest versions' files hold, the seal rewrites those files (a second commit, an OPTIMIZE of
+        that partition: ``SealResult.purged``), so reads of the latest versions never scan more than twice
+        the live keys.
         """
         self._check_writable(maintenance=True)
         recorded = self._log.read()
@@ -601,7 +610,7 @@ class VersionedStore:
         first = self._region_from(recorded.state)
         extra = {"operation": SEAL_OPERATION}
         rows, _ = self._merge_sealed(incoming, unpend, first, recorded.version, state, None, extra, "seal")
-        return SealResult(rows)
+        return SealResult(rows, purged=self._purge_latest(recorded.version + 1))
 
     def _merge_sealed(
         self,
@@ -711,10 +720,28 @@ class VersionedStore:
     def _live_keys(self, version: int) -> int:
         """The live keys at ``version``: the rows of its latest versions (segment NULL), by the files'
         statistics (counted when a file has none)."""
-        rows = snapshot_rows(self.spark, self.path, version, SEGMENT_COL)
-        if rows is None:
+        counted = partition_rows(self.spark, self.path, version, SEGMENT_COL)
+        if counted is None:
             return self._snapshot(version).where(F.col(SEGMENT_COL).isNull()).count()
-        return rows
+        return counted.rows
+
+    def _purge_latest(self, version: int) -> bool:
+        """Rewrite the files of the latest versions (segment NULL) at ``version`` once the rows their deletion
+        vectors delete reach the rows they hold; returns whether it did.
+
+        Each seal deletes, by deletion vector, the replaced latest version of every key it moves and
+        writes the new one, so without a compaction the files every read of the latest versions scans grow
+        by the keys each seal moves. This bounds them to twice the live keys, at one rewrite of them every
+        so many seals (about ten under the default seal policy): one OPTIMIZE commit (no data change).
+        Left for a later seal when it loses a race with another writer."""
+        counted = partition_rows(self.spark, self.path, version, SEGMENT_COL)
+        if counted is None or counted.deleted < max(counted.rows, 1) * _PURGE_DELETED_PER_LIVE_ROW:
+            return False
+        try:
+            delta_ops.compact(self.spark, self.path, where=f"{SEGMENT_COL} IS NULL")
+        except CONFLICTS:
+            return False
+        return True
 
     def _replayed(self, batch_id: int, recorded: Recorded, prepared: DataFrame) -> PutAllResult:
         """The result of a committed batch, from its commit (counts 0 once it left the retained log).

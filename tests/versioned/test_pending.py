@@ -7,6 +7,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse.commit_log import PartitionRows, partition_rows
 from lakehouse.quality.suites import check_table
 from lakehouse.versioned import SealPolicy, VersionedStore
 from lakehouse.versioned.pending import PENDING_SEGMENT
@@ -110,6 +111,33 @@ def test_put_all_seals_itself_when_its_policy_is_due(spark: SparkSession, table_
     manual = VersionedStore.open(spark, table_path, seal_policy=None)
     assert manual.put_all(batch_frame(spark, [("k3", "c", 3_000, 0, 13)]), batch_id=4).sealed_rows is None
     assert manual.pending_commits() == 1
+
+
+def test_a_seal_rewrites_the_latest_versions_once_their_deletion_vectors_delete_as_many_rows_as_they_hold(
+    spark: SparkSession, table_path: str
+) -> None:
+    """Each seal deletes the latest version of each key it moves by deletion vector: the seal whose
+    deletions reach the live keys compacts the latest versions' files (an OPTIMIZE), reads unchanged."""
+    store = create_store(spark, table_path, RETENTION_MS, INTERVAL_MS)
+    model = VersionedStoreModel(RETENTION_MS)
+    batches = [[(k, "a", 1_000 + i, 0, i) for i, k in enumerate(KEYS)]]  # one file of the 6 latest
+    updates = [("k0", "k1"), ("k2", "k3"), ("k4", "k0")]  # no file loses every row (Delta drops it)
+    batches += [
+        [(k, f"b{n}", 2_000 + n, 0, 10 * n + i) for i, k in enumerate(keys)]
+        for n, keys in enumerate(updates, 1)
+    ]
+    purged, latest = [], []
+    for batch_id, records in enumerate(batches):
+        for key, value, ms, _, _ in records:
+            model.put(key, value, ms)
+        store.put_all(batch_frame(spark, records), batch_id=batch_id)
+        purged.append(store.seal().purged)
+        version = DeltaTable.forPath(spark, table_path).history(1).first()["version"]
+        latest.append(partition_rows(spark, table_path, version, "segment"))
+        assert_matches_model(store, model)
+    assert purged == [False, False, False, True]
+    assert latest == [PartitionRows(6, 0), PartitionRows(6, 2), PartitionRows(6, 4), PartitionRows(6, 0)]
+    assert _last_commit(spark, table_path)["operation"] == "OPTIMIZE"
 
 
 def test_a_batch_over_pending_rows_rewrites_only_the_versions_it_replaces(
