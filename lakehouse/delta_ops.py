@@ -247,10 +247,7 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float | None = None)
 
     Runs in a clone of ``spark`` (its settings, e.g. the commit metadata a writer set, plus the logging).
     """
-    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
-    for key, value in VACUUM_LOGGING.items():
-        session.conf.set(key, value)
-    table = DeltaTable.forPath(session, path)
+    table = DeltaTable.forPath(_clone(spark, VACUUM_LOGGING), path)
     before = latest_version(table)
     if retention_hours is None:
         table.vacuum()
@@ -277,11 +274,19 @@ def compact(spark: SparkSession, path: str, where: str | None = None) -> None:
 
     Runs in a clone of ``spark`` (its settings plus that bound).
     """
-    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
-    if spark.conf.get(_MIN_FILE_SIZE, None) is None:
-        session.conf.set(_MIN_FILE_SIZE, str(COMPACTED_FILE_BYTES))
-    optimize = DeltaTable.forPath(session, path).optimize()
+    own = spark.conf.get(_MIN_FILE_SIZE, None) is not None
+    bound = {} if own else {_MIN_FILE_SIZE: str(COMPACTED_FILE_BYTES)}
+    optimize = DeltaTable.forPath(_clone(spark, bound), path).optimize()
     (optimize if where is None else optimize.where(where)).executeCompaction()
+
+
+def _clone(spark: SparkSession, confs: Mapping[str, str]) -> SparkSession:
+    """A clone of ``spark`` (its settings) with ``confs`` set: a command's own settings, unseen by the
+    session's other threads."""
+    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    for key, value in confs.items():
+        session.conf.set(key, value)
+    return session
 
 
 def refuse_replica_writes(spark: SparkSession, path: str) -> None:
