@@ -126,6 +126,9 @@ class AssignmentStore:
         self.subscriptions_path = subscriptions_path
         self.assignment_path = assignment_path
         self.config = config
+        # Generation -> its subscriptions as read: a generation is written once and never changes
+        # (write_subscriptions refuses it again), so each is read once per store object.
+        self._subscriptions: dict[int, Subscription] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -349,6 +352,11 @@ class AssignmentStore:
             generation = self.latest_generation()
             if generation is None:
                 raise NoSubscriptionsError(self.subscriptions_path)
+        if generation not in self._subscriptions:
+            self._subscriptions[generation] = self._read_subscription(generation)
+        return self._subscriptions[generation]
+
+    def _read_subscription(self, generation: int) -> Subscription:
         table = self.subscriptions_table().where(F.col(GENERATION) == generation)
         rows = table.withColumn("time", F.unix_micros("time")).collect()
         if not rows:
@@ -390,21 +398,31 @@ class AssignmentStore:
         """Client -> the tasks it holds in ``generation`` (default: the latest assigned one).
 
         Every client subscribed in that generation is present, those holding nothing too. Empty when
-        nothing was assigned yet.
+        nothing was assigned yet. One Spark job: the generation's assignment rows and subscribed clients,
+        read together (the latest assigned generation comes from the table's log).
         """
-        rows = self.assignment(generation).select(GENERATION, "client", "task", "role")
-        clients = self.subscriptions_table().select(GENERATION, F.col("process_id").alias("client"))
-        generations = rows.select(GENERATION).distinct() if generation is None else None
-        if generations is not None:
-            clients = clients.join(generations, on=GENERATION, how="left_semi")
-        else:
-            clients = clients.where(F.col(GENERATION) == generation)
-        joined = clients.join(rows, on=[GENERATION, "client"], how="left").select("client", "task", "role")
-        roles: dict[str, dict[Role, set[str]]] = {}
-        for row in joined.collect():
-            by_role = roles.setdefault(row["client"], {role: set() for role in Role})
-            if row["task"] is not None:
-                by_role[Role(row["role"])].add(row["task"])
+        if generation is None:
+            generation = self.latest_assigned_generation()
+            if generation is None:
+                return {}
+        assigned = self.assignment_table().where(F.col(GENERATION) == generation)
+        subscribed = self.subscriptions_table().where(F.col(GENERATION) == generation)
+        rows = (
+            assigned.select("client", "task", "role")
+            .unionByName(
+                subscribed.select(
+                    F.col("process_id").alias("client"),
+                    F.lit(None).cast("string").alias("task"),
+                    F.lit(None).cast("string").alias("role"),
+                )
+            )
+            .collect()
+        )
+        clients = {row["client"] for row in rows if row["task"] is None}
+        roles: dict[str, dict[Role, set[str]]] = {pid: {role: set() for role in Role} for pid in clients}
+        for row in rows:
+            if row["task"] is not None and row["client"] in roles:
+                roles[row["client"]][Role(row["role"])].add(row["task"])
         return {
             pid: ClientAssignment(*(frozenset(by_role[r]) for r in (Role.ACTIVE, Role.STANDBY, Role.WARMUP)))
             for pid, by_role in sorted(roles.items())

@@ -158,8 +158,13 @@ def checkpoint_due(version: int, checkpoint_version: int, every: int = CHECKPOIN
     return Due(after >= every, reason, f"{after} of {every} commits since the last checkpoint")
 
 
-def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:
-    """Whether OPTIMIZE is due: ``min_files`` or more files added since the last OPTIMIZE (0: never)."""
+def optimize_due(commits: Sequence[Commit], min_files: int, batch_partitions: bool = False) -> Due:
+    """Whether OPTIMIZE is due: ``min_files`` or more files added since the last OPTIMIZE (0: never).
+
+    ``batch_partitions``: the table is partitioned by batch id (a quarantine), so each commit's files are a
+    partition of their own. OPTIMIZE bins files within a partition only, so only the files a commit added
+    past its first count: a table of one file per batch is never due, as OPTIMIZE would commit nothing
+    (and, finding no commit of it, would be due again at every run)."""
     if not min_files:
         return Due(False, "optimize_min_files is 0")
     added, window = 0, f"in the newest {len(commits)} commits"
@@ -167,9 +172,10 @@ def optimize_due(commits: Sequence[Commit], min_files: int) -> Due:
         if commit.operation == "OPTIMIZE":
             window = "since the last OPTIMIZE"
             break
-        added += commit.files_added
+        added += max(0, commit.files_added - 1) if batch_partitions else commit.files_added
     else:
         if reaches_creation(commits):
             window = "since the table was created"
-    reason = f"{added} files added {window} (optimize_min_files {min_files})"
-    return Due(added >= min_files, reason, f"{added} of {min_files} new files {window}")
+    files = "files sharing a batch's partition" if batch_partitions else "files"
+    reason = f"{added} {files} added {window} (optimize_min_files {min_files})"
+    return Due(added >= min_files, reason, f"{added} of {min_files} new {files} {window}")

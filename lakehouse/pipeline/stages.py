@@ -255,8 +255,10 @@ def maintain(run: Run) -> list[BatchMetrics]:
     compacted = []
     for path in (tables.deduped, tables.enriched, tables.store, tables.dedup_index, tables.quarantine):
         name = path.rsplit("/", 1)[-1]
-        if DeltaTable.isDeltaTable(spark, path) and when(
-            f"optimize {name}", optimize_due(recent_commits(spark, path), spec.optimize_min_files)
+        commits = recent_commits(spark, path) if DeltaTable.isDeltaTable(spark, path) else None
+        by_batch = path == tables.quarantine
+        if commits is not None and when(
+            f"optimize {name}", optimize_due(commits, spec.optimize_min_files, batch_partitions=by_batch)
         ):
             delta_ops.compact(spark, path)
             compacted.append(name)

@@ -72,6 +72,17 @@ def test_optimize_is_due_when_enough_files_were_added_since_the_last_optimize() 
     assert optimize_due(history[-1:], 16) and not optimize_due(history, 0)
 
 
+def test_a_table_of_one_file_per_batch_partition_is_never_due_for_optimize() -> None:
+    """A quarantine is partitioned by batch id: OPTIMIZE bins files within a partition only, so one file
+    per batch leaves it nothing to do, and it would commit nothing and be due again at every run."""
+    batches = [commit(v, "WRITE", metrics={"numFiles": 1, "numOutputRows": 10}) for v in range(40, 0, -1)]
+    assert optimize_due(batches, 16)  # as files, 40 of them
+    skipped = optimize_due(batches, 16, batch_partitions=True)
+    assert not skipped and "0 of 16 new files sharing a batch's partition" in skipped.said
+    wide = [commit(v, "WRITE", metrics={"numFiles": 5, "numOutputRows": 50}) for v in range(4, 0, -1)]
+    assert optimize_due(wide, 16, batch_partitions=True)  # 4 batches of 5 files: 16 can be binned
+
+
 def test_a_seal_is_due_once_the_pending_writes_since_the_last_seal_added_seal_min_rows() -> None:
     pending = 2**63 - 1
     created = commit(0, "CREATE TABLE")
