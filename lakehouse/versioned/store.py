@@ -511,7 +511,8 @@ class VersionedStore:
             elif stats["min_accepted_us"] is not None:
                 state[_PENDING_WRITES] = int(state.get(_PENDING_WRITES, 0)) + 1
                 state[_PENDING_ROWS] = int(state.get(_PENDING_ROWS, 0)) + accepted
-                written = self._write_pending(marked, batch_id, recorded, state, counts)
+                times = (stats["min_accepted_us"], stats["max_us"])
+                written = self._write_pending(marked, batch_id, recorded, state, counts, times)
             elif batch_id is not None:
                 self._record_empty(batch_id, recorded.version, state, counts)
         finally:
@@ -536,6 +537,7 @@ class VersionedStore:
         recorded: Recorded,
         state: Mapping[str, Any],
         counts: Mapping[str, int],
+        times_us: tuple[int, int],
     ) -> int:
         """Write the batch's versions into the pending partition in one commit; returns the rows written.
 
@@ -546,9 +548,12 @@ class VersionedStore:
         plain append; else one MERGE confined to the pending partition, in which a version replaces the
         pending row at its ``(key, valid_from)`` (each stays pending at most once) and the others are
         inserted: only files holding a replaced row are rewritten, so the cost follows the batch, not the
-        pending rows or the store. A version already expired when the batch commits is written too: the
-        sealed version before it may end at its ``valid_from`` (a late version inside the sealed history),
-        which only the seal sees, and resolves it then (the seal drops expired versions).
+        pending rows or the store. The MERGE also bounds the pending rows' ``valid_from`` by literals,
+        ``times_us``: the batch's earliest accepted and latest record times (both inclusive, a superset of
+        its versions' ``valid_from``), so Delta's file statistics skip the pending files of other times
+        instead of the join reading every pending row. A version already expired when the batch commits is
+        written too: the sealed version before it may end at its ``valid_from`` (a late version inside the
+        sealed history), which only the seal sees, and resolves it then (the seal drops expired versions).
         """
         keys, values = self.settings.keys, self.settings.values
         incoming = _plan.accepted_records(marked, keys, values)
@@ -563,7 +568,10 @@ class VersionedStore:
                 append_to_table(rows, self.path, options)
             metrics = commit_metrics(self.spark, self.path, recorded.version + 1)
             return int(metrics.get("numOutputRows", 0))
-        condition = self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
+        low, high = (F.lit(from_micros(us)) for us in times_us)
+        condition = F.expr(
+            self._same_version_condition() + f" AND t.{SEGMENT_COL} = {PENDING_SEGMENT}"
+        ) & F.col(f"t.{VALID_FROM}").between(low, high)
         return self._merge(
             versions, condition, batch_id, recorded.version, state, extra, step, drop_expired=False
         )[0]
@@ -669,7 +677,7 @@ class VersionedStore:
     def _merge(
         self,
         source: DataFrame,
-        condition: str,
+        condition: str | Column,
         batch_id: int | None,
         read_version: int,
         state: Mapping[str, Any],
