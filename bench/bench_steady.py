@@ -403,13 +403,14 @@ def draw(contenders: list[Contender], path: str) -> bool:
 
 
 def rewrite_report(raw: str, out: str, plot: str, sizes: Sizes, warmup: int) -> None:
-    """Rewrite ``out`` (keeping its header: command, start, note) and ``plot`` from the run in ``raw``."""
+    """Rewrite ``out`` (keeping its header, if it exists: command, start, note) and ``plot`` from the run in
+    ``raw``."""
     contenders = [
         Contender(c["name"], None, None, [Cycle(**cycle) for cycle in c["cycles"]])  # type: ignore[arg-type]
         for c in json.loads(Path(raw).read_text())
     ]
-    text = Path(out).read_text().splitlines()
-    header = text[: text.index(next(line for line in text if line.startswith("Store: ")))]
+    text = Path(out).read_text().splitlines() if Path(out).exists() else []
+    header = next((text[:i] for i, line in enumerate(text) if line.startswith("Store: ")), [])
     drawn = plot if draw(contenders, plot) else None
     lines = report(contenders, sizes, min(warmup, len(contenders[0].cycles) - 1), drawn)
     Path(out).write_text("\n".join([*header, *lines]) + "\n")
