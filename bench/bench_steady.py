@@ -268,14 +268,17 @@ def _maintain(contender: Contender) -> bool | None:
 
 
 # ---------------------------------------------------------------------------------------------- report
+def _ends(steady: list[Cycle], size: int) -> tuple[float, float]:
+    """Mean cycle seconds of the first and of the last ``size`` cycles of ``steady``."""
+    return tuple(sum(c.seconds for c in part) / size for part in (steady[:size], steady[-size:]))  # type: ignore[return-value]
+
+
 def tenths(cycles: list[Cycle], warmup: int) -> tuple[float, float, int]:
     """Mean cycle seconds of the first and the last tenth of the cycles after ``warmup`` (at least one
     cycle each), and that tenth's length."""
     steady = cycles[warmup:]
     tenth = max(1, len(steady) // 10)
-    first = sum(c.seconds for c in steady[:tenth]) / tenth
-    last = sum(c.seconds for c in steady[-tenth:]) / tenth
-    return first, last, tenth
+    return (*_ends(steady, tenth), tenth)
 
 
 def periods(cycles: list[Cycle], warmup: int) -> tuple[float, float] | None:
@@ -283,10 +286,7 @@ def periods(cycles: list[Cycle], warmup: int) -> tuple[float, float] | None:
     (None: fewer than two periods ran). A tenth of a short run holds the cycle that writes the tables'
     checkpoints or not, by where it falls; these windows hold one each."""
     steady = cycles[warmup:]
-    if len(steady) < 2 * CHECKPOINT_PERIOD:
-        return None
-    first, last = steady[:CHECKPOINT_PERIOD], steady[-CHECKPOINT_PERIOD:]
-    return sum(c.seconds for c in first) / len(first), sum(c.seconds for c in last) / len(last)
+    return None if len(steady) < 2 * CHECKPOINT_PERIOD else _ends(steady, CHECKPOINT_PERIOD)
 
 
 def _mean(contender: Contender, warmup: int, done: int) -> float:
@@ -429,7 +429,8 @@ def main() -> None:
     parser.add_argument(
         "--report-from",
         metavar="JSON",
-        help="rewrite --out's tables and --plot from a run's JSON (a RESULTS_steady.json), running nothing",
+        help="rewrite --out's tables and --plot from a run's JSON (a RESULTS_steady.json), running nothing; "
+        "give the run's --keys, --rate-updates and --transactions (the JSON holds its cycles only)",
     )
     args = parser.parse_args()
     sizes = Sizes(args.keys, args.rate_updates, args.transactions)
