@@ -56,16 +56,37 @@ def rows_added(metrics: Mapping[str, str]) -> int:
 
 def recent_commits(spark: SparkSession, path: str, depth: int = DEPTH) -> list[Commit]:
     """The newest ``depth`` commits of the table at ``path``, newest first."""
-    return [
-        Commit(
-            int(info["version"]),
-            from_micros(int(info["timestamp"]) * 1000),
-            str(info["operation"]),
-            dict(info.get("operationMetrics") or {}),
-            parse_metadata(info.get("userMetadata")) or {},
-        )
-        for info in commit_infos(spark, path, depth)
-    ]
+    return [_commit(info) for info in commit_infos(spark, path, depth)]
+
+
+class NewestCommits:
+    """Tables' newest :data:`DEPTH` commits as one piece of work (a maintenance run) looks at them again and
+    again: each table's are read once, then only the commits made since (by the work itself or anyone
+    else; none made: one look at the log's newest version)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._read: dict[str, list[Commit]] = {}
+
+    def of(self, path: str) -> list[Commit]:
+        """The newest commits of the table at ``path``, newest first."""
+        known = self._read.get(path)
+        if known:
+            since = commit_infos(self._spark, path, after=known[0].version)
+            self._read[path] = [*map(_commit, since), *known][:DEPTH]
+        else:
+            self._read[path] = recent_commits(self._spark, path)
+        return self._read[path]
+
+
+def _commit(info: Mapping[str, Any]) -> Commit:
+    return Commit(
+        int(info["version"]),
+        from_micros(int(info["timestamp"]) * 1000),
+        str(info["operation"]),
+        dict(info.get("operationMetrics") or {}),
+        parse_metadata(info.get("userMetadata")) or {},
+    )
 
 
 def reaches_creation(commits: Sequence[Commit]) -> bool:

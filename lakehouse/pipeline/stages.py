@@ -26,7 +26,7 @@ from lakehouse.assignment.store import AssignmentStore
 from lakehouse.commit_log import CommitLog
 from lakehouse.dedup.deduplicator import Deduplicator
 from lakehouse.errors import InvalidConfigError
-from lakehouse.history import recent_commits
+from lakehouse.history import NewestCommits
 from lakehouse.pipeline.due import Due, expire_due, optimize_due, purge_due, seal_due, vacuum_due
 from lakehouse.pipeline.metrics import BatchMetrics, current_version, rows_committed
 from lakehouse.pipeline.sources import read_source, read_stream
@@ -235,30 +235,29 @@ def maintain(run: Run) -> list[BatchMetrics]:
             said.append(f"{task}: skipped, {due.said}")
         return due.due
 
+    commits = NewestCommits(spark)
     if DeltaTable.isDeltaTable(spark, tables.store):
         store = VersionedStore.open(spark, tables.store)
-        commits = recent_commits(spark, tables.store)
-        if when("seal", seal_due(store.pending_commits(), commits, spec.seal_min_rows)):
+        if when("seal", seal_due(store.pending_commits(), commits.of(tables.store), spec.seal_min_rows)):
             details["sealed_rows"] = store.seal().rows_written
-            commits = recent_commits(spark, tables.store)
-        if when("expire", expire_due(store, commits)):
+        if when("expire", expire_due(store, commits.of(tables.store))):
             details["expired_versions"] = store.expire().removed_rows
-            commits = recent_commits(spark, tables.store)
         retention = timedelta(hours=file_retention_hours(spark, tables.store))
-        if when("vacuum", vacuum_due(commits, retention, spec.vacuum_interval, datetime.now(UTC))):
+        due = vacuum_due(commits.of(tables.store), retention, spec.vacuum_interval, datetime.now(UTC))
+        if when("vacuum", due):
             details["vacuumed_files"] = store.vacuum()
         _maintain_replicas(run, details)
     if DeltaTable.isDeltaTable(spark, tables.dedup_index):
         dedup = Deduplicator.open(spark, tables.dedup_index)
-        if when("purge", purge_due(dedup, recent_commits(spark, tables.dedup_index))):
+        if when("purge", purge_due(dedup, commits.of(tables.dedup_index))):
             details["purged_entries"] = dedup.purge().rows_removed
     compacted = []
     for path in (tables.deduped, tables.enriched, tables.store, tables.dedup_index, tables.quarantine):
         name = path.rsplit("/", 1)[-1]
-        commits = recent_commits(spark, path) if DeltaTable.isDeltaTable(spark, path) else None
+        newest = commits.of(path) if DeltaTable.isDeltaTable(spark, path) else None
         by_batch = path == tables.quarantine
-        if commits is not None and when(
-            f"optimize {name}", optimize_due(commits, spec.optimize_min_files, batch_partitions=by_batch)
+        if newest is not None and when(
+            f"optimize {name}", optimize_due(newest, spec.optimize_min_files, batch_partitions=by_batch)
         ):
             delta_ops.compact(spark, path)
             compacted.append(name)

@@ -379,23 +379,21 @@ class Replica:
         :data:`_SYNC_CHECKPOINT_INTERVAL`).
         """
         # Imported here: the pipeline package imports the replica package.
-        from lakehouse.history import recent_commits
+        from lakehouse.history import NewestCommits
         from lakehouse.pipeline.due import checkpoint_due, optimize_due, seal_due, vacuum_due
 
         done: dict[str, str] = {}
-        commits = recent_commits(self.spark, self.path)
+        commits = NewestCommits(self.spark)
         if self._logical():
             store = self._own_store()
-            due = seal_due(store.pending_commits(), commits, seal_min_rows)
+            due = seal_due(store.pending_commits(), commits.of(self.path), seal_min_rows)
             done["seal"] = f"{store.seal().rows_written} rows" if due else f"skipped, {due.said}"
-            commits = recent_commits(self.spark, self.path) if due else commits
-        due = optimize_due(commits, optimize_min_files)
+        due = optimize_due(commits.of(self.path), optimize_min_files)
         if due:
             delta_ops.compact(self.spark, self.path)
-            commits = recent_commits(self.spark, self.path)
         done["optimize"] = "done" if due else f"skipped, {due.said}"
         retention = timedelta(hours=file_retention_hours(self.spark, self.path))
-        due = vacuum_due(commits, retention, vacuum_interval, datetime.now(UTC))
+        due = vacuum_due(commits.of(self.path), retention, vacuum_interval, datetime.now(UTC))
         if due:
             self._vacuum(retention)
         done["vacuum"] = "done" if due else f"skipped, {due.said}"
