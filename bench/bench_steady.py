@@ -270,7 +270,8 @@ def _maintain(contender: Contender) -> bool | None:
 # ---------------------------------------------------------------------------------------------- report
 def _ends(steady: list[Cycle], size: int) -> tuple[float, float]:
     """Mean cycle seconds of the first and of the last ``size`` cycles of ``steady``."""
-    return tuple(sum(c.seconds for c in part) / size for part in (steady[:size], steady[-size:]))  # type: ignore[return-value]
+    first, last = steady[:size], steady[-size:]
+    return sum(c.seconds for c in first) / size, sum(c.seconds for c in last) / size
 
 
 def retention_cycles() -> int:
